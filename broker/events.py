@@ -1,0 +1,96 @@
+"""Events as producers hand them to Warren, and their encoding into one AMQP message."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from aio_pika import DeliveryMode, Message
+
+from broker import wire
+from topology.errors import EventError
+
+__all__ = ["Event", "encode_event", "new_event_id", "validate_event_type"]
+
+_EVENT_TYPE = re.compile(r"^[A-Za-z0-9_\-:/]+(?:\.[A-Za-z0-9_\-:/]+)*$")
+_EVENT_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,200}$")
+
+
+def new_event_id() -> str:
+    """A fresh, unique event id in the ``msg_`` form Standard Webhooks examples use."""
+    return f"msg_{uuid.uuid4().hex}"
+
+
+def validate_event_type(event_type: str) -> str:
+    """An event type is a routing key: dot-separated words, no wildcards, at most 200 bytes."""
+    if len(event_type.encode()) > 200 or not _EVENT_TYPE.match(event_type):
+        raise EventError(
+            f"event type {event_type!r} must be dot-separated words of letters, digits, '_', '-', ':' or '/'"
+        )
+    return event_type
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event: ``type`` routes it, ``id`` becomes the ``webhook-id``, ``key`` orders it per endpoint."""
+
+    type: str
+    data: Any
+    id: str = field(default_factory=new_event_id)
+    key: str | None = None
+    sequence: int | None = None
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __post_init__(self) -> None:
+        validate_event_type(self.type)
+        if not _EVENT_ID.match(self.id):
+            raise EventError(f"event id {self.id!r} must be 1-200 letters, digits, '_', '-', '.' or ':'")
+        if self.key is not None and not 0 < len(self.key.encode()) <= 200:
+            raise EventError("an ordering key is 1-200 bytes")
+        if self.sequence is not None and (isinstance(self.sequence, bool) or self.sequence < 0):
+            raise EventError("sequence is a non-negative integer")
+
+    def envelope(self) -> dict[str, Any]:
+        """The Standard Webhooks payload: exactly what the endpoint receives as the JSON body."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "timestamp": self.timestamp.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "data": self.data,
+        }
+        if self.key is not None:
+            body["key"] = self.key
+        if self.sequence is not None:
+            body["sequence"] = self.sequence
+        return body
+
+
+def encode_event(event: Event, max_payload: int | None = None) -> Message:
+    """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+    try:
+        body = orjson.dumps(event.envelope())
+    except TypeError as exc:
+        raise EventError(f"event {event.id}: data is not JSON-serialisable: {exc}") from None
+    if max_payload is not None and len(body) > max_payload:
+        raise EventError(f"event {event.id}: envelope is {len(body)} bytes, over the limit of {max_payload}")
+    headers: dict[str, Any] = {
+        wire.H_KEY: event.key if event.key is not None else event.id,
+        wire.H_PUBLISHED: int(time.time() * 1000),
+    }
+    if event.sequence is not None:
+        headers[wire.H_SEQUENCE] = event.sequence
+    return Message(
+        body,
+        message_id=event.id,
+        type=event.type,
+        content_type="application/json",
+        delivery_mode=DeliveryMode.PERSISTENT,
+        timestamp=event.timestamp,
+        app_id="warren",
+        headers=headers,
+    )

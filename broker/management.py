@@ -1,0 +1,120 @@
+"""A small client for RabbitMQ's management HTTP API: what AMQP cannot tell or do (arguments of existing
+objects, exact queue counts per consumer, vhosts, shovels)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from topology.config import BrokerSettings
+from topology.errors import ManagementError
+
+__all__ = ["ManagementClient"]
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+class ManagementClient:
+    """``async with ManagementClient.from_settings(settings) as api: await api.queue("warren.ep.acme.q")``."""
+
+    def __init__(self, base_url: str, user: str, password: str, vhost: str, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.vhost = vhost
+        self._auth = aiohttp.BasicAuth(user, password)
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_settings(cls, settings: BrokerSettings, vhost: str | None = None) -> ManagementClient:
+        user, password = settings.management_credentials()
+        return cls(settings.management_base(), user, password, vhost or settings.vhost)
+
+    async def __aenter__(self) -> ManagementClient:
+        self._session = aiohttp.ClientSession(auth=self._auth, timeout=self._timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(self, method: str, path: str, body: Any = None, *, allow_404: bool = False) -> Any:
+        """One API call; JSON in and out. Raises ManagementError with the status and the API's reason."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(auth=self._auth, timeout=self._timeout)
+        url = f"{self.base_url}/api/{path}"
+        try:
+            async with self._session.request(method, url, json=body) as response:
+                if response.status == 404 and allow_404:
+                    return None
+                text = await response.text()
+                if response.status >= 400:
+                    raise ManagementError(
+                        f"management API {method} /api/{path}: HTTP {response.status} {text[:300]}",
+                        response.status,
+                    )
+                return await response.json(content_type=None) if text else None
+        except aiohttp.ClientError as exc:
+            raise ManagementError(f"management API at {self.base_url} unreachable: {exc}") from exc
+        except TimeoutError as exc:
+            raise ManagementError(f"management API at {self.base_url} timed out") from exc
+
+    # --- reading -------------------------------------------------------------------------------------
+    async def overview(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", "overview")
+        return result
+
+    async def exchange_types(self) -> set[str]:
+        return {t["name"] for t in (await self.overview()).get("exchange_types", [])}
+
+    async def queues(self) -> list[dict[str, Any]]:
+        """Every queue of the vhost (exact counts come from ``queue()``; the list may lag a few seconds)."""
+        result: list[dict[str, Any]] = await self.request("GET", f"queues/{_q(self.vhost)}?disable_stats=false")
+        return result
+
+    async def queue(self, name: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = await self.request("GET", f"queues/{_q(self.vhost)}/{_q(name)}", allow_404=True)
+        return result
+
+    async def exchanges(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self.request("GET", f"exchanges/{_q(self.vhost)}")
+        return result
+
+    async def bindings(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self.request("GET", f"bindings/{_q(self.vhost)}")
+        return result
+
+    async def consumers(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self.request("GET", f"consumers/{_q(self.vhost)}")
+        return result
+
+    # --- vhosts, for tests and tooling ------------------------------------------------------------------
+    async def create_vhost(self, vhost: str, user: str) -> None:
+        await self.request("PUT", f"vhosts/{_q(vhost)}", {})
+        await self.request(
+            "PUT", f"permissions/{_q(vhost)}/{_q(user)}", {"configure": ".*", "write": ".*", "read": ".*"}
+        )
+
+    async def delete_vhost(self, vhost: str) -> None:
+        await self.request("DELETE", f"vhosts/{_q(vhost)}", allow_404=True)
+
+    # --- shovels ------------------------------------------------------------------------------------------
+    async def put_shovel(self, name: str, value: dict[str, Any]) -> None:
+        await self.request("PUT", f"parameters/shovel/{_q(self.vhost)}/{_q(name)}", {"value": value})
+
+    async def shovel_status(self, name: str) -> dict[str, Any] | None:
+        for shovel in await self.request("GET", f"shovels/{_q(self.vhost)}") or []:
+            if shovel.get("name") == name:
+                result: dict[str, Any] = shovel
+                return result
+        return None
+
+    async def delete_shovel(self, name: str) -> None:
+        await self.request("DELETE", f"parameters/shovel/{_q(self.vhost)}/{_q(name)}", allow_404=True)

@@ -1,0 +1,118 @@
+"""Publishing events with publisher confirms and ``mandatory``: an event is either stored or an error."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+
+from broker.connection import CONNECTION_EXCEPTIONS
+from broker.events import Event, encode_event
+from topology import names
+from topology.errors import PublishError, UnroutableError
+
+__all__ = ["DEFAULT_WINDOW", "PublishReport", "Publisher"]
+
+DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
+
+
+@dataclass
+class PublishReport:
+    """What publish_many did: ids confirmed, and (event id, error) for every event that was not stored."""
+
+    confirmed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, PublishError]] = field(default_factory=list)
+
+
+class Publisher:
+    """Publishes events to the events exchange and waits for RabbitMQ's confirm of each one."""
+
+    def __init__(self, channel: AbstractChannel, exchange: AbstractExchange, max_payload: int | None) -> None:
+        self._channel = channel
+        self._exchange = exchange
+        self._max_payload = max_payload
+        # aiormq matches a returned message to its publish by message_id, so two publishes of one id must
+        # never be in flight together on this channel: the second waits for the first.
+        self._in_flight: dict[str, asyncio.Future[None]] = {}
+
+    @classmethod
+    async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        exchange = await channel.get_exchange(names.events_exchange(prefix), ensure=False)
+        return cls(channel, exchange, max_payload)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def publish(self, event: Event) -> str:
+        """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
+        message = encode_event(event, self._max_payload)
+        while (previous := self._in_flight.get(event.id)) is not None:
+            await asyncio.shield(previous)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight[event.id] = done
+        try:
+            await self._exchange.publish(message, routing_key=event.type, mandatory=True)
+        except aiormq.exceptions.PublishError as exc:
+            raise UnroutableError(
+                f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+                event.id,
+            ) from exc
+        except aiormq.exceptions.DeliveryError as exc:
+            raise PublishError(f"RabbitMQ refused event {event.id} (nack)", event.id) from exc
+        except CONNECTION_EXCEPTIONS as exc:
+            raise PublishError(
+                f"event {event.id} not confirmed: connection to RabbitMQ lost ({exc or type(exc).__name__})",
+                event.id,
+            ) from exc
+        finally:
+            del self._in_flight[event.id]
+            done.set_result(None)
+        return event.id
+
+    async def publish_many(
+        self,
+        events: Iterable[Event] | AsyncIterable[Event],
+        *,
+        window: int = DEFAULT_WINDOW,
+        on_result: Callable[[str, PublishError | None], Awaitable[None] | None] | None = None,
+    ) -> PublishReport:
+        """Publish a stream of events keeping up to ``window`` unconfirmed; report every outcome."""
+        report = PublishReport()
+        slots = asyncio.Semaphore(window)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(event: Event) -> None:
+            error: PublishError | None = None
+            try:
+                await self.publish(event)
+                report.confirmed.append(event.id)
+            except PublishError as exc:
+                error = exc
+                report.failed.append((event.id, exc))
+            finally:
+                slots.release()
+            if on_result is not None:
+                outcome = on_result(event.id, error)
+                if outcome is not None:
+                    await outcome
+
+        async def each() -> AsyncIterable[Event]:
+            if isinstance(events, AsyncIterable):
+                async for event in events:
+                    yield event
+            else:
+                for event in events:
+                    yield event
+
+        async for event in each():
+            await slots.acquire()
+            task = asyncio.create_task(one(event))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+        return report

@@ -1,0 +1,52 @@
+"""The wire format: what a Warren message on RabbitMQ carries, in its body and its headers.
+
+The body is the Standard Webhooks envelope exactly as it will be POSTed (``{"id", "type", "timestamp",
+"data"}`` plus ``"key"`` and ``"sequence"`` when set), serialised once by the publisher so that the worker
+signs and sends the same bytes without re-encoding them. The AMQP ``message_id`` is the event id and the
+``type`` property the event type; Warren's own bookkeeping travels in ``warren-*`` headers.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "H_ATTEMPT",
+    "H_DEAD_AT",
+    "H_DEAD_REASON",
+    "H_ENDPOINT",
+    "H_FIRST_ATTEMPT",
+    "H_HISTORY",
+    "H_KEY",
+    "H_LAST_ATTEMPT",
+    "H_LAST_ERROR",
+    "H_LAST_STATUS",
+    "H_PUBLISHED",
+    "H_REPLAYED",
+    "H_SEQUENCE",
+    "RABBITMQ_DEATH_HEADERS",
+]
+
+H_KEY = "warren-key"  # ordering key (the event id when the event has none): the consistent-hash input
+H_SEQUENCE = "warren-sequence"  # producer's sequence number, when given
+H_PUBLISHED = "warren-published-ms"  # epoch ms when the publisher sent it: the age and latency origin
+H_ATTEMPT = "warren-attempt"  # attempts already made; never derived from x-death
+H_FIRST_ATTEMPT = "warren-first-attempt-ms"
+H_LAST_ATTEMPT = "warren-last-attempt-ms"
+H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when there was no response
+H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
+H_ENDPOINT = "warren-endpoint"
+H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
+H_DEAD_AT = "warren-dead-ms"
+H_HISTORY = "warren-history"  # JSON list of the last few attempts, bounded
+H_REPLAYED = "warren-replayed"  # set by replay: the worker starts a fresh attempt budget
+
+# RabbitMQ's own dead-letter bookkeeping. It must be stripped before a message re-enters the delay chain:
+# a message carrying its old x-death back into the same TTL cycle is dropped as a dead-letter cycle.
+RABBITMQ_DEATH_HEADERS = (
+    "x-death",
+    "x-first-death-exchange",
+    "x-first-death-queue",
+    "x-first-death-reason",
+    "x-last-death-exchange",
+    "x-last-death-queue",
+    "x-last-death-reason",
+)

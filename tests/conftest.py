@@ -1,0 +1,97 @@
+"""Fixtures: one fresh vhost per test run on a real RabbitMQ, a random name prefix per test, configs."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from broker.management import ManagementClient
+from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_available, from_environment
+from topology.config import WarrenConfig
+
+TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@pytest.fixture(scope="session")
+def rabbit_server() -> Iterator[RabbitServer]:
+    """The broker under test: $WARREN_TEST_AMQP_URL, else a container when Docker runs, else skip/fail."""
+    server = from_environment()
+    if server is not None:
+        yield server
+        return
+    if docker_available():
+        from testcontainers.rabbitmq import RabbitMqContainer
+
+        container = RabbitMqContainer("rabbitmq:3.13-management")
+        container.with_command(
+            "bash -c 'rabbitmq-plugins enable --offline " + " ".join(PLUGINS) + " && rabbitmq-server'"
+        )
+        container.with_exposed_ports(5672, 15672)
+        with container:
+            host = container.get_container_host_ip()
+            amqp = f"amqp://guest:guest@{host}:{container.get_exposed_port(5672)}/"
+            mgmt = f"http://guest:guest@{host}:{container.get_exposed_port(15672)}"
+            yield RabbitServer(amqp, mgmt)
+        return
+    message = f"no RabbitMQ for the tests: set {AMQP_ENV} (see README) or run Docker for testcontainers"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+async def vhost(rabbit_server: RabbitServer) -> AsyncIterator[str]:
+    """A vhost made for this run and deleted after it, so runs never see each other's queues."""
+    name = f"warren-test-{uuid.uuid4().hex[:10]}"
+    async with ManagementClient(
+        _mgmt_base(rabbit_server),
+        rabbit_server.user,
+        rabbit_server.password,
+        name,
+    ) as api:
+        await api.create_vhost(name, rabbit_server.user)
+        yield name
+        await api.delete_vhost(name)
+
+
+def _mgmt_base(server: RabbitServer) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server.management_url)
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}"
+
+
+@pytest.fixture(scope="session")
+def amqp_url(rabbit_server: RabbitServer, vhost: str) -> str:
+    return rabbit_server.amqp_url(vhost)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A name prefix of this test's own, so tests sharing the run's vhost never collide."""
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def management(rabbit_server: RabbitServer, vhost: str) -> AsyncIterator[ManagementClient]:
+    async with ManagementClient(_mgmt_base(rabbit_server), rabbit_server.user, rabbit_server.password, vhost) as api:
+        yield api
+
+
+@pytest.fixture
+def make_config(rabbit_server: RabbitServer, amqp_url: str, prefix: str) -> Callable[..., WarrenConfig]:
+    """Build a WarrenConfig for this test's vhost and prefix; keyword sections override the defaults."""
+
+    def build(endpoints: list[dict[str, Any]] | None = None, **sections: Any) -> WarrenConfig:
+        broker = {"url": amqp_url, "management_url": rabbit_server.management_url, "prefix": prefix}
+        broker.update(sections.pop("broker", {}))
+        delivery = {"allow_private_networks": True, **sections.pop("delivery", {})}
+        retry = {"base": "100ms", "cap": "1s", "max_attempts": 5, **sections.pop("retry", {})}
+        eps = [{"secret": TEST_SECRET, **e} for e in (endpoints or [])]
+        return WarrenConfig(broker=broker, delivery=delivery, retry=retry, endpoints=eps, **sections)
+
+    return build

@@ -1,0 +1,1 @@
+"""Warren's topology: configuration and the pure planner that turns it into RabbitMQ objects."""

@@ -1,0 +1,354 @@
+"""Warren's configuration: frozen pydantic models loaded from one TOML file, overridable from the environment.
+
+Precedence, highest first: environment (``WARREN_`` prefix, ``__`` between levels, e.g. ``WARREN_BROKER__URL``),
+then the TOML file. Defaults live on the fields below and nowhere else.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from topology.durations import parse_duration
+from topology.errors import WarrenError
+from topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+
+__all__ = [
+    "BrokerSettings",
+    "ConfigError",
+    "DeliverySettings",
+    "Endpoint",
+    "RetryOverride",
+    "RetryPolicy",
+    "WarrenConfig",
+    "WorkerSettings",
+    "load_config",
+]
+
+CONFIG_ENV = "WARREN_CONFIG"
+DEFAULT_CONFIG_FILE = "warren.toml"
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_PATTERN_WORD = re.compile(r"^(?:\*|#|[A-Za-z0-9_\-:/]+)$")
+
+
+def _parse_secrets(value: object) -> SigningSecrets:
+    if isinstance(value, SigningSecrets):
+        return value
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
+        raise ValueError("secret is a 'whsec_...' string, an 'env:NAME' reference, or a list of them")
+    try:
+        return SigningSecrets(tuple(WebhookSecret(resolve_secret_text(t)) for t in texts))
+    except SecretError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Secrets = Annotated[
+    SigningSecrets,
+    PlainValidator(_parse_secrets),
+    PlainSerializer(lambda s: [x.reveal() for x in s], when_used="json"),
+]
+
+
+def _check_event_pattern(pattern: str) -> str:
+    words = pattern.split(".")
+    if not pattern or not all(_PATTERN_WORD.match(w) for w in words):
+        raise ValueError(
+            f"{pattern!r} is not an event-type pattern: dot-separated words, '*' for one word, '#' for any"
+        )
+    return pattern
+
+
+EventPattern = Annotated[str, AfterValidator(_check_event_pattern)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class BrokerSettings(_Frozen):
+    """Where RabbitMQ is, and how Warren names and types what it declares there."""
+
+    url: str = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    management_url: str = "http://guest:guest@127.0.0.1:15672"
+    management_user: str | None = None
+    management_password: str | None = Field(default=None, repr=False)
+    prefix: str = "warren"
+    queue_type: Literal["quorum", "classic"] = "quorum"
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_is_a_token(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,30}", value):
+            raise ValueError("prefix is a short token: lowercase letters, digits, '-' and '_'")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, value: str) -> str:
+        if urlsplit(value).scheme not in ("amqp", "amqps"):
+            raise ValueError("url must be an amqp:// or amqps:// URL")
+        return value
+
+    @property
+    def vhost(self) -> str:
+        path = urlsplit(self.url).path
+        return unquote(path[1:]) if len(path) > 1 else "/"
+
+    def management_credentials(self) -> tuple[str, str]:
+        """User and password for the management API: explicit fields first, then the URL, then guest."""
+        parts = urlsplit(self.management_url)
+        user = self.management_user or (unquote(parts.username) if parts.username else "guest")
+        password = self.management_password or (unquote(parts.password) if parts.password else "guest")
+        return user, password
+
+    def management_base(self) -> str:
+        """The management API's base URL without credentials."""
+        parts = urlsplit(self.management_url)
+        host = parts.hostname or "127.0.0.1"
+        netloc = f"[{host}]" if ":" in host else host
+        if parts.port:
+            netloc += f":{parts.port}"
+        return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+class RetryPolicy(_Frozen):
+    """When to try again: exponential ``min(cap, base * factor^(n-1))`` or an explicit schedule, jittered."""
+
+    base: PositiveDuration = 2.0
+    factor: float = Field(default=2.0, ge=1.0)
+    cap: PositiveDuration = 3600.0
+    max_attempts: int = Field(default=10, ge=1, le=1000)
+    max_age: PositiveDuration = 3 * 86400.0
+    jitter: Literal["full", "none"] = "full"
+    schedule: tuple[PositiveDuration, ...] | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_not_empty(cls, value: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if value is not None and not value:
+            raise ValueError("schedule needs at least one delay, or leave it out to use base/factor/cap")
+        return value
+
+    @property
+    def longest_delay(self) -> float:
+        """The largest delay this policy can ask for (the delay topology must reach it)."""
+        return max(self.schedule) if self.schedule else self.cap
+
+
+class RetryOverride(_Frozen):
+    """Per-endpoint changes to the global retry policy; fields left out keep the global value."""
+
+    base: PositiveDuration | None = None
+    factor: float | None = Field(default=None, ge=1.0)
+    cap: PositiveDuration | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=1000)
+    max_age: PositiveDuration | None = None
+    jitter: Literal["full", "none"] | None = None
+    schedule: tuple[PositiveDuration, ...] | None = None
+
+    def apply_to(self, policy: RetryPolicy) -> RetryPolicy:
+        return RetryPolicy.model_validate(
+            {**policy.model_dump(), **self.model_dump(exclude_none=True, exclude_unset=True)}
+        )
+
+
+class DeliverySettings(_Frozen):
+    """How the worker talks HTTP to endpoints."""
+
+    allow_private_networks: bool = False
+    max_payload: int = Field(default=256 * 1024, ge=1024, description="bytes of envelope, at publish and POST")
+    response_body_limit: int = Field(default=2048, ge=0, description="bytes of a response kept for the log")
+    grace_period: Duration = 10.0
+    ordered_hold_limit: PositiveDuration = 25 * 60.0
+    user_agent: str = "Warren-Webhooks/0.1"
+
+
+class WorkerSettings(_Frozen):
+    """The worker process: logs, metrics, and how it spreads ordered partitions."""
+
+    log_format: Literal["text", "json"] = "text"
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
+    rebalance_interval: PositiveDuration = 5.0
+
+
+class Endpoint(_Frozen):
+    """A subscriber: where events go, how they are signed, which ones, and in what order."""
+
+    name: str
+    url: str
+    secret: Secrets = Field(repr=False)
+    events: tuple[EventPattern, ...] = Field(min_length=1)
+    ordering: Literal["none", "key"] = "none"
+    partitions: int | None = Field(default=None, ge=1, le=256)
+    concurrency: int = Field(default=16, ge=1, le=2048)
+    timeout: PositiveDuration = 10.0
+    connect_timeout: PositiveDuration = 3.0
+    retry: RetryOverride | None = None
+    retry_statuses: tuple[int, ...] = Field(
+        default=(), description="extra 4xx statuses to retry instead of dead-lettering (e.g. 404, 409)"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("name is a token of lowercase letters, digits, '-' and '_' (at most 63)")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("url must be an absolute http:// or https:// URL")
+        return value
+
+    @field_validator("retry_statuses")
+    @classmethod
+    def _client_errors(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 400 <= s <= 499 for s in value):
+            raise ValueError("retry_statuses holds 4xx statuses (5xx always retry)")
+        return value
+
+    @model_validator(mode="after")
+    def _partitions_match_ordering(self) -> Endpoint:
+        if self.ordering == "none" and self.partitions not in (None, 1):
+            raise ValueError("partitions applies only to ordering = 'key'")
+        return self
+
+    @property
+    def partition_count(self) -> int:
+        if self.ordering == "none":
+            return 1
+        return self.partitions if self.partitions is not None else 4
+
+    def retry_policy(self, default: RetryPolicy) -> RetryPolicy:
+        return self.retry.apply_to(default) if self.retry else default
+
+
+class WarrenConfig(BaseSettings):
+    """The whole configuration of a Warren deployment."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="forbid",
+        env_prefix="WARREN_",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+    )
+
+    broker: BrokerSettings = BrokerSettings()
+    retry: RetryPolicy = RetryPolicy()
+    delivery: DeliverySettings = DeliverySettings()
+    worker: WorkerSettings = WorkerSettings()
+    endpoints: tuple[Endpoint, ...] = ()
+
+    @field_validator("endpoints")
+    @classmethod
+    def _unique_names(cls, value: tuple[Endpoint, ...]) -> tuple[Endpoint, ...]:
+        seen: set[str] = set()
+        for endpoint in value:
+            if endpoint.name in seen:
+                raise ValueError(f"endpoint name {endpoint.name!r} appears twice")
+            seen.add(endpoint.name)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file's content arrives as init arguments; the environment must win over it.
+        return (env_settings, init_settings)
+
+    def endpoint(self, name: str) -> Endpoint:
+        for endpoint in self.endpoints:
+            if endpoint.name == name:
+                return endpoint
+        raise KeyError(name)
+
+
+class ConfigError(WarrenError):
+    """The configuration could not be loaded; ``str()`` is the message for the user (file, field, problem)."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: " + ("\n  " if len(problems) > 1 else "") + "\n  ".join(problems))
+
+
+def _location(loc: tuple[int | str, ...], data: dict[str, Any]) -> str:
+    """``endpoints[1].url`` becomes ``endpoints[1] ("billing").url`` when the entry has a name."""
+    parts: list[str] = []
+    node: Any = data
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            if isinstance(node, list | tuple) and item < len(node) and isinstance(node[item], dict):
+                name = node[item].get("name")
+                label += f" ({name!r})" if name else ""
+            parts.append(label)
+            node = node[item] if isinstance(node, list | tuple) and item < len(node) else None
+        else:
+            parts.append(("." if parts else "") + item)
+            node = node.get(item) if isinstance(node, dict) else None
+    return "".join(parts)
+
+
+def _problems(error: ValidationError, data: dict[str, Any]) -> list[str]:
+    problems = []
+    for detail in error.errors(include_input=False, include_url=False):
+        where = _location(tuple(detail["loc"]), data)
+        message = detail["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return problems
+
+
+def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The file to read: ``--config``, else ``WARREN_CONFIG``, else ``./warren.toml``."""
+    return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> WarrenConfig:
+    """Read, merge with the environment and validate; every failure is a ConfigError naming file and field."""
+    file = config_path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(str(file), ["file not found (give --config FILE or set WARREN_CONFIG)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(file), [f"cannot read: {exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(file), [f"not valid TOML: {exc}"]) from None
+    try:
+        return WarrenConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(str(file), _problems(exc, data)) from None

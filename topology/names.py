@@ -1,0 +1,94 @@
+"""Names of everything Warren declares: small pure functions, one per kind of object.
+
+Every name starts with the configured prefix so that several deployments can share a vhost, and each
+is stable: the same configuration always yields the same names (``warren setup`` relies on that).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "control_exchange",
+    "dead_exchange",
+    "delay_due_exchange",
+    "delay_exchange",
+    "delay_queue",
+    "dlq",
+    "endpoint_exchange",
+    "events_exchange",
+    "operator_exchange",
+    "partition_queue",
+    "queue_endpoint",
+    "state_queue",
+    "work_queue",
+]
+
+
+def events_exchange(prefix: str) -> str:
+    """Where producers publish; routing key = event type."""
+    return f"{prefix}.events"
+
+
+def endpoint_exchange(prefix: str, endpoint: str) -> str:
+    """One per endpoint, bound to the events exchange by the endpoint's event patterns."""
+    return f"{prefix}.ep.{endpoint}"
+
+
+def work_queue(prefix: str, endpoint: str) -> str:
+    """The single work queue of an unordered endpoint (competing consumers)."""
+    return f"{prefix}.ep.{endpoint}.q"
+
+
+def partition_queue(prefix: str, endpoint: str, index: int) -> str:
+    """Partition ``index`` of an ordered endpoint (single active consumer)."""
+    return f"{prefix}.ep.{endpoint}.p{index:02d}"
+
+
+def dlq(prefix: str, endpoint: str) -> str:
+    """The endpoint's dead-letter queue."""
+    return f"{prefix}.ep.{endpoint}.dlq"
+
+
+def dead_exchange(prefix: str) -> str:
+    """The final dead-letter exchange (direct, routing key = endpoint name)."""
+    return f"{prefix}.dead"
+
+
+def delay_exchange(prefix: str, level: int) -> str:
+    """The topic exchange that decides whether a message waits 2^level ms at this level."""
+    return f"{prefix}.delay.l{level:02d}"
+
+
+def delay_queue(prefix: str, level: int) -> str:
+    """The queue where a message waits exactly 2^level ms (fixed ``x-message-ttl``)."""
+    return f"{prefix}.delay.l{level:02d}.q"
+
+
+def delay_due_exchange(prefix: str) -> str:
+    """The last hop of the delay chain: routes a due message back to its queue by routing key."""
+    return f"{prefix}.delay.due"
+
+
+def control_exchange(prefix: str) -> str:
+    """Fanout exchange on which workers share endpoint state changes."""
+    return f"{prefix}.control"
+
+
+def state_queue(prefix: str) -> str:
+    """Durable last-value store of endpoint states, read by workers that start later."""
+    return f"{prefix}.state"
+
+
+def operator_exchange(prefix: str) -> str:
+    """Topic exchange of operator events (circuit opened, endpoint disabled, message exhausted, ...)."""
+    return f"{prefix}.operator"
+
+
+def queue_endpoint(prefix: str, queue: str) -> str | None:
+    """The endpoint a work or partition queue belongs to, or None if the name is not one of those."""
+    head = f"{prefix}.ep."
+    if not queue.startswith(head):
+        return None
+    endpoint, _, tail = queue[len(head) :].rpartition(".")
+    if not endpoint or not (tail == "q" or (tail.startswith("p") and tail[1:].isdigit())):
+        return None
+    return endpoint

@@ -1,0 +1,114 @@
+"""The planner: configuration in, Plan out. Pure: no I/O, same input, same plan."""
+
+from __future__ import annotations
+
+from topology import names
+from topology.config import Endpoint, WarrenConfig
+from topology.delays import level_count
+from topology.plan import Arguments, Binding, Exchange, Plan, Queue
+
+__all__ = ["HASH_HEADER", "plan_topology", "queue_arguments"]
+
+# The consistent-hash exchange hashes this header, never the routing key: the routing key is the event
+# type, and hashing it would put every event of a type in one partition. The publisher always sets it
+# (to the ordering key, or to the event id when there is none), because a missing header silently sends
+# everything to one partition.
+HASH_HEADER = "warren-key"
+
+
+def queue_arguments(
+    queue_type: str,
+    *,
+    single_active_consumer: bool = False,
+    message_ttl_ms: int | None = None,
+    dead_letter_exchange: str | None = None,
+) -> Arguments:
+    """The ``x-`` arguments of one queue, built in one place so that every queue of a kind is alike."""
+    args: dict[str, str | int | bool] = {"x-queue-type": queue_type}
+    if single_active_consumer:
+        args["x-single-active-consumer"] = True
+    if message_ttl_ms is not None:
+        # This HAS to be a fixed value per queue: RabbitMQ expires messages from the head only, so a
+        # per-message TTL would hold a short delay behind a long one.
+        args["x-message-ttl"] = message_ttl_ms
+    if dead_letter_exchange is not None:
+        args["x-dead-letter-exchange"] = dead_letter_exchange
+        if queue_type == "quorum":
+            # Without both, a quorum queue dead-letters at-most-once and a message can vanish in transit.
+            args["x-dead-letter-strategy"] = "at-least-once"
+            args["x-overflow"] = "reject-publish"
+    return args
+
+
+def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    prefix, qtype = config.broker.prefix, config.broker.queue_type
+    ex_name = names.endpoint_exchange(prefix, endpoint.name)
+    bindings = [Binding(names.events_exchange(prefix), ex_name, "exchange", pattern) for pattern in endpoint.events]
+    queues: list[Queue] = []
+    if endpoint.ordering == "key":
+        exchange = Exchange(ex_name, "x-consistent-hash", {"hash-header": HASH_HEADER})
+        for index in range(endpoint.partition_count):
+            queue = Queue(
+                names.partition_queue(prefix, endpoint.name, index),
+                queue_arguments(qtype, single_active_consumer=True),
+                role=f"partition {index}",
+                endpoint=endpoint.name,
+            )
+            queues.append(queue)
+            bindings.append(Binding(ex_name, queue.name, "queue", "1"))
+    else:
+        exchange = Exchange(ex_name, "fanout")
+        work = Queue(
+            names.work_queue(prefix, endpoint.name),
+            queue_arguments(qtype),
+            role="work",
+            endpoint=endpoint.name,
+        )
+        queues.append(work)
+        bindings.append(Binding(ex_name, work.name, "queue"))
+        bindings.append(Binding(names.delay_due_exchange(prefix), work.name, "queue", f"#.{work.name}"))
+    # No delivery limit and no TTL on the DLQ: listing it must never count against or expire a message.
+    dead = Queue(names.dlq(prefix, endpoint.name), queue_arguments(qtype), role="dead letters", endpoint=endpoint.name)
+    queues.append(dead)
+    bindings.append(Binding(names.dead_exchange(prefix), dead.name, "queue", endpoint.name))
+    return [exchange], queues, bindings
+
+
+def _delay_objects(prefix: str, qtype: str, levels: int) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    exchanges = [Exchange(names.delay_due_exchange(prefix), "topic")]
+    queues: list[Queue] = []
+    bindings: list[Binding] = []
+    for level in range(levels):
+        below = names.delay_exchange(prefix, level - 1) if level else names.delay_due_exchange(prefix)
+        exchange = Exchange(names.delay_exchange(prefix, level), "topic")
+        queue = Queue(
+            names.delay_queue(prefix, level),
+            queue_arguments(qtype, message_ttl_ms=1 << level, dead_letter_exchange=below),
+            role=f"delay 2^{level} ms",
+        )
+        skip = "*." * level
+        exchanges.append(exchange)
+        queues.append(queue)
+        bindings.append(Binding(exchange.name, queue.name, "queue", f"{skip}1.#"))
+        bindings.append(Binding(exchange.name, below, "exchange", f"{skip}0.#"))
+    return exchanges, queues, bindings
+
+
+def plan_topology(config: WarrenConfig) -> Plan:
+    """Every exchange, queue and binding the configuration needs."""
+    prefix, qtype = config.broker.prefix, config.broker.queue_type
+    longest = max([config.retry.longest_delay] + [e.retry_policy(config.retry).longest_delay for e in config.endpoints])
+    levels = level_count(longest)
+    exchanges = [
+        Exchange(names.events_exchange(prefix), "topic"),
+        Exchange(names.dead_exchange(prefix), "direct"),
+        Exchange(names.operator_exchange(prefix), "topic"),
+    ]
+    delay_exchanges, queues, bindings = _delay_objects(prefix, qtype, levels)
+    exchanges += delay_exchanges
+    for endpoint in config.endpoints:
+        e, q, b = _endpoint_objects(config, endpoint)
+        exchanges += e
+        queues += q
+        bindings += b
+    return Plan(tuple(exchanges), tuple(queues), tuple(bindings), levels)

@@ -1,0 +1,94 @@
+"""Webhook signing secrets (``whsec_<base64>``) that never show themselves in logs, errors or ``repr``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterator
+
+__all__ = ["SecretError", "SigningSecrets", "WebhookSecret", "resolve_secret_text"]
+
+PREFIX = "whsec_"
+ENV_REFERENCE = "env:"
+
+
+class SecretError(ValueError):
+    """A secret is malformed or its environment variable is missing (the message never holds the secret)."""
+
+
+class WebhookSecret:
+    """One Standard Webhooks secret: the key bytes behind ``whsec_<base64>``."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, text: str) -> None:
+        if not text.startswith(PREFIX):
+            raise SecretError(f"a secret must start with {PREFIX!r} (Standard Webhooks form)")
+        try:
+            key = base64.b64decode(text[len(PREFIX) :], validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise SecretError("the part after 'whsec_' is not valid base64") from exc
+        if len(key) < 16:
+            raise SecretError("a secret needs at least 16 bytes of key material (24 base64 characters)")
+        self._key = key
+
+    @property
+    def key(self) -> bytes:
+        return self._key
+
+    def reveal(self) -> str:
+        """The ``whsec_`` text, for handing to a receiver; never log it."""
+        return PREFIX + base64.b64encode(self._key).decode()
+
+    def __repr__(self) -> str:
+        return "WebhookSecret('whsec_***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WebhookSecret) and other._key == self._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+class SigningSecrets:
+    """The secrets an endpoint signs with: one, or several during a key rotation (every one signs)."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: tuple[WebhookSecret, ...]) -> None:
+        if not secrets:
+            raise SecretError("at least one secret is needed")
+        self._secrets = secrets
+
+    def __iter__(self) -> Iterator[WebhookSecret]:
+        return iter(self._secrets)
+
+    def __len__(self) -> int:
+        return len(self._secrets)
+
+    def __repr__(self) -> str:
+        return f"SigningSecrets(<{len(self._secrets)} hidden>)"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SigningSecrets) and other._secrets == self._secrets
+
+    def __hash__(self) -> int:
+        return hash(self._secrets)
+
+
+def resolve_secret_text(text: str, environ: os._Environ[str] | dict[str, str] | None = None) -> str:
+    """Follow an ``env:NAME`` reference to the variable's value; other text is returned as it is."""
+    if not text.startswith(ENV_REFERENCE):
+        return text
+    name = text[len(ENV_REFERENCE) :].strip()
+    env = os.environ if environ is None else environ
+    if not name:
+        raise SecretError("'env:' must be followed by the name of an environment variable")
+    if name not in env:
+        raise SecretError(f"environment variable {name} (named by 'env:{name}') is not set")
+    return env[name].strip()

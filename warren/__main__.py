@@ -1,0 +1,3 @@
+from warren.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The commands of the ``warren`` CLI, one module per command group."""

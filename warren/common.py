@@ -1,0 +1,50 @@
+"""What every command shares: the --config option, loading it with a clear error, and running coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from topology.config import ConfigError, WarrenConfig, load_config
+from topology.errors import WarrenError
+
+__all__ = ["ConfigOption", "console", "err_console", "fail", "load", "run"]
+
+T = TypeVar("T")
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="Configuration file (default: $WARREN_CONFIG, else ./warren.toml)."),
+]
+
+EXIT_USAGE = 2  # bad configuration or arguments
+EXIT_FAILURE = 1  # the operation failed (broker down, drift found, ...)
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def load(path: Path | None) -> WarrenConfig:
+    """The configuration, or exit 2 with one message naming the file, the field and the problem."""
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        fail(f"invalid configuration {exc}", EXIT_USAGE)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine; Warren's own errors become one line and exit 1, never a traceback."""
+    try:
+        return asyncio.run(coroutine)
+    except WarrenError as exc:
+        fail(str(exc))
