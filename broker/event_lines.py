@@ -1,0 +1,61 @@
+"""Events from JSON lines (``{"type", "data", "id"?, "key"?, "sequence"?}`` per line), with line numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from broker.events import Event
+from topology.errors import EventError
+
+__all__ = ["BadLine", "event_from_fields", "read_event_lines"]
+
+_FIELDS = {"type", "data", "id", "key", "sequence"}
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    reason: str
+
+
+def event_from_fields(fields: dict[str, Any]) -> Event:
+    """An Event from a decoded JSON object; EventError names the first problem."""
+    unknown = set(fields) - _FIELDS
+    if unknown:
+        raise EventError(f"unknown field(s) {', '.join(sorted(unknown))} (allowed: {', '.join(sorted(_FIELDS))})")
+    if "type" not in fields or not isinstance(fields["type"], str):
+        raise EventError("'type' is required and must be a string")
+    if "data" not in fields:
+        raise EventError("'data' is required")
+    kwargs: dict[str, Any] = {"type": fields["type"], "data": fields["data"]}
+    for name, kind in (("id", str), ("key", str), ("sequence", int)):
+        value = fields.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise EventError(f"'{name}' must be a {kind.__name__}")
+        kwargs[name] = value
+    return Event(**kwargs)
+
+
+def read_event_lines(lines: Iterable[str | bytes]) -> Iterator[Event | BadLine]:
+    """Each non-blank line as an Event, or a BadLine saying which line and why; blank lines are skipped."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            fields = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            yield BadLine(number, f"not JSON: {exc}")
+            continue
+        if not isinstance(fields, dict):
+            yield BadLine(number, "not a JSON object")
+            continue
+        try:
+            yield event_from_fields(fields)
+        except EventError as exc:
+            yield BadLine(number, str(exc))

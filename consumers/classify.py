@@ -1,0 +1,61 @@
+"""What an HTTP outcome means for the message: pure policy, no I/O."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+__all__ = ["Outcome", "Verdict", "classify", "parse_retry_after"]
+
+RETRYABLE_4XX = frozenset({408, 425, 429})
+
+
+class Outcome(enum.Enum):
+    DELIVERED = "delivered"  # 2xx: ack
+    RETRY = "retry"  # try again after a delay
+    DEAD = "dead"  # dead-letter now, no further attempt
+    DISABLE = "disable"  # the endpoint is gone (410): park its messages, attempt nothing more
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    reason: str
+
+
+def classify(status: int | None, error: str | None, retry_statuses: frozenset[int] | tuple[int, ...] = ()) -> Verdict:
+    """Map one attempt's result to what happens next.
+
+    ``status`` is None when no response arrived; ``error`` then says why (timeout, connection refused, ...).
+    Redirects are never followed, so a 3xx is a failure; it is retried, since a moved endpoint is usually a
+    deployment mistake that gets fixed, not a verdict on the message.
+    """
+    if status is None:
+        return Verdict(Outcome.RETRY, error or "no response")
+    if 200 <= status < 300:
+        return Verdict(Outcome.DELIVERED, f"HTTP {status}")
+    if status == 410:
+        return Verdict(Outcome.DISABLE, "HTTP 410 Gone: the endpoint asked to stop receiving")
+    if status >= 500 or 300 <= status < 400 or status in RETRYABLE_4XX or status in retry_statuses:
+        return Verdict(Outcome.RETRY, f"HTTP {status}")
+    if 400 <= status < 500:
+        return Verdict(Outcome.DEAD, f"HTTP {status}: the endpoint rejected the message")
+    return Verdict(Outcome.RETRY, f"unexpected HTTP status {status}")
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds asked for by a ``Retry-After`` header (delta-seconds or HTTP-date); None when absent or bad."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

@@ -1,0 +1,155 @@
+"""A message as the worker sees it, and the headers it carries onward: pure functions, no I/O."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from broker import wire
+
+__all__ = ["HISTORY_LIMIT", "Delivery", "MalformedMessage", "dead_headers", "parse_delivery", "retry_headers"]
+
+HISTORY_LIMIT = 5  # attempts kept in the warren-history header: enough to tell the story, bounded in size
+ERROR_TEXT_LIMIT = 300
+
+
+class MalformedMessage(ValueError):
+    """The message cannot be delivered as it is (not a Warren envelope); it goes to the DLQ with this reason."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What the worker needs of one message: the bytes to POST and Warren's bookkeeping."""
+
+    event_id: str
+    event_type: str
+    body: bytes
+    attempts_made: int  # before this one
+    published_ms: int
+    first_attempt_ms: int | None
+    history: tuple[dict[str, Any], ...]
+
+    def age(self, now_ms: int) -> float:
+        return max(0, now_ms - self.published_ms) / 1000
+
+
+def _int(value: object, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes | str):
+        try:
+            return int(value)
+        except ValueError:
+            return default
+    return default
+
+
+def _history(value: object) -> tuple[dict[str, Any], ...]:
+    if not isinstance(value, str | bytes):
+        return ()
+    try:
+        items = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return ()
+    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+
+
+def parse_delivery(
+    body: bytes, message_id: str | None, headers: Mapping[str, Any], now_ms: int, *, max_payload: int
+) -> Delivery:
+    """Validate a message and read its bookkeeping; raise MalformedMessage when it cannot be delivered."""
+    if len(body) > max_payload:
+        raise MalformedMessage(f"body is {len(body)} bytes, over delivery.max_payload ({max_payload})")
+    try:
+        envelope = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedMessage(f"body is not JSON: {exc}") from None
+    if not isinstance(envelope, dict):
+        raise MalformedMessage("body is not a JSON object (expected the envelope {id, type, timestamp, data})")
+    missing = [k for k in ("id", "type", "timestamp", "data") if k not in envelope]
+    if missing:
+        raise MalformedMessage(f"envelope lacks {', '.join(missing)}")
+    event_id = envelope["id"]
+    if not isinstance(event_id, str) or not event_id:
+        raise MalformedMessage("envelope id is not a non-empty string")
+    if message_id and message_id != event_id:
+        raise MalformedMessage(f"message_id {message_id!r} differs from the envelope id {event_id!r}")
+    replayed = bool(headers.get(wire.H_REPLAYED))
+    return Delivery(
+        event_id=event_id,
+        event_type=str(envelope["type"]),
+        body=body,
+        attempts_made=0 if replayed else max(0, _int(headers.get(wire.H_ATTEMPT), 0)),
+        # A replay starts a fresh budget, so its age counts from the replay, not from the first publish.
+        published_ms=now_ms if replayed else _int(headers.get(wire.H_PUBLISHED), now_ms),
+        first_attempt_ms=None if replayed else (_int(headers.get(wire.H_FIRST_ATTEMPT), 0) or None),
+        history=_history(headers.get(wire.H_HISTORY)),
+    )
+
+
+def _attempt_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:
+    record: dict[str, Any] = {"at": at_ms, "status": status, "ms": round(duration * 1000)}
+    if error:
+        record["error"] = error[:ERROR_TEXT_LIMIT]
+    return record
+
+
+def _carry(headers: Mapping[str, Any]) -> dict[str, Any]:
+    # RabbitMQ's x-death must go: a message re-entering the same TTL cycle with it is dropped as a cycle.
+    # The replay marker goes too: the budget it reset is now being spent again.
+    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED}
+    return {k: v for k, v in headers.items() if k not in drop}
+
+
+def retry_headers(
+    headers: Mapping[str, Any],
+    delivery: Delivery,
+    *,
+    attempt_ms: int,
+    status: int,
+    error: str | None,
+    duration: float,
+    published_ms: int | None = None,
+) -> dict[str, Any]:
+    """Headers of the next attempt's message: the counter, the first/last attempt, the bounded history."""
+    out = _carry(headers)
+    history = [*delivery.history, _attempt_record(attempt_ms, status, error, duration)][-HISTORY_LIMIT:]
+    out[wire.H_ATTEMPT] = delivery.attempts_made + 1
+    out[wire.H_FIRST_ATTEMPT] = delivery.first_attempt_ms or attempt_ms
+    out[wire.H_LAST_ATTEMPT] = attempt_ms
+    out[wire.H_LAST_STATUS] = status
+    out[wire.H_LAST_ERROR] = (error or "")[:ERROR_TEXT_LIMIT]
+    out[wire.H_HISTORY] = orjson.dumps(history).decode()
+    out[wire.H_PUBLISHED] = published_ms if published_ms is not None else delivery.published_ms
+    return out
+
+
+def dead_headers(
+    headers: Mapping[str, Any],
+    delivery: Delivery | None,
+    *,
+    endpoint: str,
+    reason: str,
+    attempt_ms: int | None = None,
+    status: int = 0,
+    error: str | None = None,
+    duration: float = 0.0,
+) -> dict[str, Any]:
+    """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database."""
+    now_ms = int(time.time() * 1000)
+    if delivery is not None and attempt_ms is not None:
+        out = retry_headers(
+            headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration
+        )
+    else:
+        out = _carry(headers)
+    out[wire.H_ENDPOINT] = endpoint
+    out[wire.H_DEAD_REASON] = reason[:ERROR_TEXT_LIMIT]
+    out[wire.H_DEAD_AT] = now_ms
+    return out

@@ -1,0 +1,384 @@
+"""Delivery for one endpoint: consume its queues, POST each message, and settle it exactly once.
+
+Settling follows one rule: a message is acked only after its fate is safe elsewhere — delivered (2xx), or
+its next attempt confirmed into the delay chain, or its dead letter confirmed into the DLQ. Any failure on
+the way leaves it unacked, so RabbitMQ delivers it again (at-least-once, never at-most-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiormq.exceptions
+from aio_pika import DeliveryMode, Message
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+
+from broker.connection import CONNECTION_EXCEPTIONS
+from consumers.attempt_log import log_attempt
+from consumers.classify import Outcome, Verdict, classify, parse_retry_after
+from consumers.delivery import Delivery, MalformedMessage, dead_headers, parse_delivery, retry_headers
+from consumers.http_attempt import AttemptResult, HttpSender
+from consumers.signing import signature_header
+from topology import names
+from topology.backoff import Exhausted, RetryIn, next_step
+from topology.config import DeliverySettings, Endpoint, RetryPolicy
+from topology.delays import delay_routing_key
+
+__all__ = ["DeliveryHooks", "EndpointRunner"]
+
+log = logging.getLogger("warren.worker")
+
+MOVE_FAILURE_PAUSE = 1.0  # seconds before a message whose move failed is handed back to RabbitMQ
+
+
+@dataclass
+class DeliveryHooks:
+    """Seams for what sits around each attempt (limits, breaker, metrics); the defaults do nothing."""
+
+    before_attempt: Callable[[str], Any] | None = None  # awaited with the endpoint name before each POST
+    after_attempt: Callable[[str, AttemptResult, Verdict], None] | None = None
+    on_disable: Callable[[str, str], Any] | None = None  # endpoint, reason (410 Gone)
+
+
+class EndpointRunner:
+    """Consumes one endpoint's work queue (competing consumers) or partition queues (single active consumer)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        policy: RetryPolicy,
+        delivery: DeliverySettings,
+        *,
+        prefix: str,
+        delay_levels: int,
+        sender: HttpSender,
+        hooks: DeliveryHooks | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.policy = policy
+        self.delivery = delivery
+        self.prefix = prefix
+        self.delay_levels = delay_levels
+        self.sender = sender
+        self.hooks = hooks or DeliveryHooks()
+        self.ordered = endpoint.ordering == "key"
+        self.queue_names = (
+            [names.partition_queue(prefix, endpoint.name, i) for i in range(endpoint.partition_count)]
+            if self.ordered
+            else [names.work_queue(prefix, endpoint.name)]
+        )
+        self._retry_statuses = frozenset(endpoint.retry_statuses)
+        self._consume_channel: AbstractChannel | None = None
+        self._publish_channel: AbstractChannel | None = None
+        self._queues: dict[str, AbstractQueue] = {}
+        self._consumer_tags: dict[str, str] = {}
+        self._delay_exchange: AbstractExchange | None = None
+        self._dead_exchange: AbstractExchange | None = None
+        self._in_flight: set[asyncio.Task[Any]] = set()
+        self._accepting = False
+        self.paused_reason: str | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+    async def open(self, connection: AbstractRobustConnection) -> None:
+        """Open this endpoint's channels (consume with per-consumer prefetch; publish with confirms)."""
+        self._consume_channel = await connection.channel()
+        # Per-consumer prefetch (quorum queues refuse global QoS): the concurrency of an unordered endpoint,
+        # and 1 per partition for an ordered one, so nothing behind a held message overtakes it.
+        await self._consume_channel.set_qos(prefetch_count=1 if self.ordered else self.endpoint.concurrency)
+        self._publish_channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        self._delay_exchange = await self._publish_channel.get_exchange(
+            names.delay_exchange(self.prefix, self.delay_levels - 1), ensure=False
+        )
+        self._dead_exchange = await self._publish_channel.get_exchange(names.dead_exchange(self.prefix), ensure=False)
+        for name in self.queue_names:
+            self._queues[name] = await self._consume_channel.get_queue(name, ensure=True)
+
+    async def start_consuming(self, queue_names: list[str] | None = None) -> None:
+        """Begin (or resume) consuming the given queues, all of this endpoint's by default."""
+        self._accepting = True
+        self.paused_reason = None
+        for name in queue_names or self.queue_names:
+            if name not in self._consumer_tags:
+                self._consumer_tags[name] = await self._queues[name].consume(self._on_message)
+
+    async def stop_consuming(self, queue_names: list[str] | None = None) -> None:
+        """Cancel consumers; messages already delivered but not started are handed back as they arrive."""
+        targets = queue_names or list(self._consumer_tags)
+        if queue_names is None:
+            self._accepting = False
+        for name in targets:
+            tag = self._consumer_tags.pop(name, None)
+            if tag is not None:
+                with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+                    await self._queues[name].cancel(tag)
+
+    async def pause(self, reason: str) -> None:
+        """Stop consuming: messages wait in RabbitMQ, neither attempted nor dead-lettered."""
+        self.paused_reason = reason
+        await self.stop_consuming()
+
+    def consuming(self) -> list[str]:
+        return list(self._consumer_tags)
+
+    async def drain(self, grace: float) -> int:
+        """Wait up to ``grace`` seconds for in-flight deliveries; hand the rest back. Returns how many were."""
+        pending = set(self._in_flight)
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.wait(still, timeout=5)
+            return len(still)
+        return 0
+
+    async def close(self) -> None:
+        for channel in (self._consume_channel, self._publish_channel):
+            if channel is not None and not channel.is_closed:
+                with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+                    await channel.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    # --- per message ---------------------------------------------------------------------------------------
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if not self._accepting or message.consumer_tag not in self._consumer_tags.values():
+            # Delivered after a pause or cancel began: back to RabbitMQ untouched (quorum queues return it
+            # to the head, so partition order holds).
+            await self._hand_back(message)
+            return
+        self._in_flight.add(task)
+        try:
+            if self.ordered:
+                await self._deliver_in_place(message)
+            else:
+                await self._deliver_once(message)
+        except asyncio.CancelledError:
+            await self._hand_back(message)
+            raise
+        except Exception:
+            log.exception("unexpected error delivering a message of %s; handing it back", self.endpoint.name)
+            await asyncio.sleep(MOVE_FAILURE_PAUSE)
+            await self._hand_back(message)
+        finally:
+            self._in_flight.discard(task)
+
+    def _parse(self, message: AbstractIncomingMessage, now_ms: int) -> Delivery:
+        return parse_delivery(
+            message.body, message.message_id, message.headers or {}, now_ms, max_payload=self.delivery.max_payload
+        )
+
+    async def _attempt(self, delivery: Delivery) -> tuple[AttemptResult, Verdict, int]:
+        if self.hooks.before_attempt is not None:
+            waited = self.hooks.before_attempt(self.endpoint.name)
+            if asyncio.iscoroutine(waited):
+                await waited
+        attempt_ms = int(time.time() * 1000)
+        timestamp = attempt_ms // 1000
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": delivery.event_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": signature_header(self.endpoint.secret, delivery.event_id, timestamp, delivery.body),
+        }
+        result = await self.sender.post(
+            self.endpoint.url,
+            delivery.body,
+            headers,
+            timeout=self.endpoint.timeout,
+            connect_timeout=self.endpoint.connect_timeout,
+        )
+        if result.forbidden:
+            verdict = Verdict(Outcome.DEAD, result.error or "address refused")
+        else:
+            verdict = classify(result.status, result.error, self._retry_statuses)
+        if self.hooks.after_attempt is not None:
+            self.hooks.after_attempt(self.endpoint.name, result, verdict)
+        return result, verdict, attempt_ms
+
+    def _log(self, delivery: Delivery, attempt: int, result: AttemptResult, outcome: str, delay: float | None) -> None:
+        log_attempt(
+            event_id=delivery.event_id,
+            endpoint=self.endpoint.name,
+            attempt=attempt,
+            status=result.status,
+            error=result.error,
+            duration=result.duration,
+            outcome=outcome,
+            next_delay=delay,
+        )
+
+    async def _deliver_once(self, message: AbstractIncomingMessage) -> None:
+        """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
+        now_ms = int(time.time() * 1000)
+        try:
+            delivery = self._parse(message, now_ms)
+        except MalformedMessage as exc:
+            await self._dead_letter(message, None, f"malformed message: {exc}")
+            return
+        result, verdict, attempt_ms = await self._attempt(delivery)
+        attempt = delivery.attempts_made + 1
+        if verdict.outcome is Outcome.DELIVERED:
+            self._log(delivery, attempt, result, "delivered", None)
+            await self._ack(message)
+        elif verdict.outcome is Outcome.DISABLE:
+            self._log(delivery, attempt, result, "disabled", None)
+            await self._disable(verdict.reason)
+            await self._hand_back(message)
+        elif verdict.outcome is Outcome.DEAD:
+            self._log(delivery, attempt, result, "dead", None)
+            await self._dead_letter(message, delivery, verdict.reason, result, attempt_ms)
+        else:
+            step = next_step(
+                attempt,
+                delivery.age(attempt_ms),
+                self.policy,
+                retry_after=parse_retry_after(result.retry_after),
+            )
+            if isinstance(step, Exhausted):
+                self._log(delivery, attempt, result, "exhausted", None)
+                await self._dead_letter(message, delivery, f"{step.reason}; last: {verdict.reason}", result, attempt_ms)
+            else:
+                self._log(delivery, attempt, result, "retry", step.delay)
+                await self._schedule_retry(message, delivery, step, result, attempt_ms)
+
+    async def _deliver_in_place(self, message: AbstractIncomingMessage) -> None:
+        """Ordered: retry while holding the message unacked, so nothing behind it in the partition overtakes it.
+
+        The hold is bounded by ``delivery.ordered_hold_limit``, below RabbitMQ's ``consumer_timeout`` (30 min by
+        default): past it the message is handed back to the head of its partition with its attempt count kept
+        in its history, and the next attempt continues the schedule.
+        """
+        now_ms = int(time.time() * 1000)
+        try:
+            delivery = self._parse(message, now_ms)
+        except MalformedMessage as exc:
+            await self._dead_letter(message, None, f"malformed message: {exc}")
+            return
+        held_since = time.monotonic()
+        attempts = delivery.attempts_made
+        first_ms = delivery.first_attempt_ms
+        history = list(delivery.history)
+        while True:
+            current = Delivery(
+                delivery.event_id, delivery.event_type, delivery.body, attempts, delivery.published_ms, first_ms,
+                tuple(history[-5:]),
+            )
+            result, verdict, attempt_ms = await self._attempt(current)
+            attempts += 1
+            first_ms = first_ms or attempt_ms
+            history.append({"at": attempt_ms, "status": result.status_code, "ms": round(result.duration * 1000),
+                            **({"error": result.error[:300]} if result.error else {})})
+            if verdict.outcome is Outcome.DELIVERED:
+                self._log(current, attempts, result, "delivered", None)
+                await self._ack(message)
+                return
+            if verdict.outcome is Outcome.DISABLE:
+                self._log(current, attempts, result, "disabled", None)
+                await self._disable(verdict.reason)
+                await self._hand_back(message)
+                return
+            if verdict.outcome is Outcome.DEAD:
+                self._log(current, attempts, result, "dead", None)
+                await self._dead_letter(message, current, verdict.reason, result, attempt_ms)
+                return
+            step = next_step(
+                attempts, current.age(attempt_ms), self.policy, retry_after=parse_retry_after(result.retry_after)
+            )
+            if isinstance(step, Exhausted):
+                self._log(current, attempts, result, "exhausted", None)
+                await self._dead_letter(message, current, f"{step.reason}; last: {verdict.reason}", result, attempt_ms)
+                return
+            self._log(current, attempts, result, "retry-in-place", step.delay)
+            if time.monotonic() - held_since + step.delay > self.delivery.ordered_hold_limit:
+                log.warning(
+                    "hold limit reached; handing %s back to the head of its partition",
+                    delivery.event_id,
+                    extra={"endpoint": self.endpoint.name, "attempt": attempts},
+                )
+                await asyncio.sleep(step.delay)
+                await self._hand_back(message)
+                return
+            await asyncio.sleep(step.delay)
+
+    # --- settling -------------------------------------------------------------------------------------------
+    async def _ack(self, message: AbstractIncomingMessage) -> None:
+        try:
+            await message.ack()
+        except CONNECTION_EXCEPTIONS:
+            # The channel is gone; RabbitMQ redelivers the message (a duplicate the receiver drops by webhook-id).
+            log.warning("ack lost with the channel; the message will be delivered again", exc_info=False)
+
+    async def _hand_back(self, message: AbstractIncomingMessage) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+            await message.nack(requeue=True)
+
+    async def _publish_then_ack(
+        self, message: AbstractIncomingMessage, exchange: AbstractExchange | None, routing_key: str,
+        headers: dict[str, Any], what: str,
+    ) -> None:
+        assert exchange is not None
+        outgoing = Message(
+            message.body,
+            headers=headers,
+            message_id=message.message_id,
+            type=message.type,
+            content_type=message.content_type or "application/json",
+            timestamp=message.timestamp,
+            app_id=message.app_id,
+            delivery_mode=DeliveryMode.PERSISTENT,
+        )
+        try:
+            await exchange.publish(outgoing, routing_key=routing_key, mandatory=True)
+        except (aiormq.exceptions.DeliveryError, *CONNECTION_EXCEPTIONS) as exc:
+            log.error(
+                "could not move %s to %s (%s); it stays in its queue and will be tried again",
+                message.message_id, what, exc or type(exc).__name__, extra={"endpoint": self.endpoint.name},
+            )
+            await asyncio.sleep(MOVE_FAILURE_PAUSE)
+            await self._hand_back(message)
+            return
+        await self._ack(message)
+
+    async def _schedule_retry(
+        self, message: AbstractIncomingMessage, delivery: Delivery, step: RetryIn, result: AttemptResult, attempt_ms: int
+    ) -> None:
+        headers = retry_headers(
+            message.headers or {}, delivery, attempt_ms=attempt_ms, status=result.status_code,
+            error=result.error or (f"HTTP {result.status}" if result.status else None), duration=result.duration,
+        )
+        key = delay_routing_key(step.delay, self.delay_levels, self.queue_names[0])
+        await self._publish_then_ack(message, self._delay_exchange, key, headers, "the delay chain")
+
+    async def _dead_letter(
+        self, message: AbstractIncomingMessage, delivery: Delivery | None, reason: str,
+        result: AttemptResult | None = None, attempt_ms: int | None = None,
+    ) -> None:
+        headers = dead_headers(
+            message.headers or {}, delivery, endpoint=self.endpoint.name, reason=reason, attempt_ms=attempt_ms,
+            status=result.status_code if result else 0,
+            error=(result.error or (f"HTTP {result.status}" if result.status else None)) if result else reason,
+            duration=result.duration if result else 0.0,
+        )
+        if result is None:
+            log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint.name})
+        await self._publish_then_ack(message, self._dead_exchange, self.endpoint.name, headers, "the DLQ")
+
+    async def _disable(self, reason: str) -> None:
+        if self.paused_reason is None:
+            log.error("endpoint %s disabled: %s", self.endpoint.name, reason, extra={"endpoint": self.endpoint.name})
+            await self.pause(f"disabled: {reason}")
+            if self.hooks.on_disable is not None:
+                outcome = self.hooks.on_disable(self.endpoint.name, reason)
+                if asyncio.iscoroutine(outcome):
+                    await outcome

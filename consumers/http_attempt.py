@@ -1,0 +1,90 @@
+"""One HTTP attempt: POST the signed envelope, and map whatever happens to an AttemptResult.
+
+aiohttp's exceptions are mapped to short error texts here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import aiohttp
+
+from consumers.egress import ForbiddenAddress, GuardedResolver, check_url_literal
+
+__all__ = ["AttemptResult", "HttpSender", "new_session"]
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What one POST gave: a status, or an error text when no response came."""
+
+    status: int | None
+    error: str | None
+    duration: float  # seconds
+    retry_after: str | None = None
+    response_excerpt: str = ""
+    forbidden: bool = False  # refused by the egress guard: retrying cannot help
+
+    @property
+    def status_code(self) -> int:
+        """The status, or 0 when there was no response (for headers and metrics)."""
+        return self.status or 0
+
+
+def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
+    """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it)."""
+    resolver = None if allow_private_networks else GuardedResolver()
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, resolver=resolver,
+                                     ttl_dns_cache=60)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers={"User-Agent": user_agent},
+        auto_decompress=False,
+        skip_auto_headers=("Accept-Encoding",),
+    )
+
+
+class HttpSender:
+    """POSTs bodies; knows nothing about RabbitMQ or retries."""
+
+    def __init__(self, session: aiohttp.ClientSession, *, allow_private_networks: bool, body_limit: int) -> None:
+        self._session = session
+        self._allow_private = allow_private_networks
+        self._body_limit = body_limit
+
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect_timeout: float
+    ) -> AttemptResult:
+        started = time.monotonic()
+        try:
+            if not self._allow_private:
+                check_url_literal(url)
+            async with self._session.post(
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout),
+            ) as response:
+                excerpt = b""
+                if self._body_limit:
+                    excerpt = await response.content.read(self._body_limit)
+                return AttemptResult(
+                    response.status,
+                    None,
+                    time.monotonic() - started,
+                    response.headers.get("Retry-After"),
+                    excerpt.decode("utf-8", "replace"),
+                )
+        except ForbiddenAddress as exc:
+            return AttemptResult(None, f"refused: {exc}", time.monotonic() - started, forbidden=True)
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, ForbiddenAddress):
+                return AttemptResult(None, f"refused: {exc.os_error}", time.monotonic() - started, forbidden=True)
+            return AttemptResult(None, f"connection failed: {exc.os_error or exc}", time.monotonic() - started)
+        except (TimeoutError, asyncio.TimeoutError):
+            return AttemptResult(None, f"timed out after {timeout:g}s", time.monotonic() - started)
+        except aiohttp.ClientError as exc:
+            return AttemptResult(None, f"{type(exc).__name__}: {exc}", time.monotonic() - started)

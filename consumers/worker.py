@@ -1,0 +1,119 @@
+"""The worker process: one robust connection, one HTTP session, one EndpointRunner per endpoint served.
+
+Stateless by design: everything a message needs travels with it, so any worker can take any message, and a
+worker killed at any moment loses nothing (its unacked messages go back to their queues).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+from aio_pika.abc import AbstractRobustConnection
+
+from broker.connection import connect
+from consumers.endpoint_runner import DeliveryHooks, EndpointRunner
+from consumers.http_attempt import HttpSender, new_session
+from topology.config import WarrenConfig
+from topology.errors import WarrenError
+from topology.planner import plan_topology
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("warren.worker")
+
+
+class Worker:
+    """``async with Worker(config) as worker: ...`` delivers until the block ends (or ``run()`` until a signal)."""
+
+    def __init__(
+        self,
+        config: WarrenConfig,
+        endpoints: Sequence[str] | None = None,
+        *,
+        name: str = "warren-worker",
+        hooks: DeliveryHooks | None = None,
+    ) -> None:
+        known = {e.name for e in config.endpoints}
+        unknown = [n for n in endpoints or () if n not in known]
+        if unknown:
+            raise WarrenError(f"unknown endpoint(s): {', '.join(unknown)} (configured: {', '.join(sorted(known))})")
+        self.config = config
+        self.name = name
+        self.hooks = hooks or DeliveryHooks()
+        self.endpoints = [e for e in config.endpoints if not endpoints or e.name in endpoints]
+        self.plan = plan_topology(config)
+        self.connection: AbstractRobustConnection | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.runners: dict[str, EndpointRunner] = {}
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        """Connect, open every endpoint's channels and start consuming."""
+        self.connection = await connect(self.config.broker.url, name=self.name)
+        delivery = self.config.delivery
+        self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
+        sender = HttpSender(
+            self.session, allow_private_networks=delivery.allow_private_networks, body_limit=delivery.response_body_limit
+        )
+        for endpoint in self.endpoints:
+            runner = EndpointRunner(
+                endpoint,
+                endpoint.retry_policy(self.config.retry),
+                delivery,
+                prefix=self.config.broker.prefix,
+                delay_levels=self.plan.delay_levels,
+                sender=sender,
+                hooks=self.hooks,
+            )
+            await runner.open(self.connection)
+            self.runners[endpoint.name] = runner
+        for runner in self.runners.values():
+            await runner.start_consuming()
+        self.ready.set()
+        log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
+
+    async def stop(self) -> None:
+        """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back."""
+        self.ready.clear()
+        for runner in self.runners.values():
+            await runner.stop_consuming()
+        grace = self.config.delivery.grace_period
+        handed_back = 0
+        if self.runners:
+            results = await asyncio.gather(*(r.drain(grace) for r in self.runners.values()))
+            handed_back = sum(results)
+        for runner in self.runners.values():
+            await runner.close()
+        if self.session is not None:
+            await self.session.close()
+        if self.connection is not None:
+            with contextlib.suppress(Exception):
+                await self.connection.close()
+        log.info("worker stopped", extra={"handed_back": handed_back})
+
+    async def __aenter__(self) -> Worker:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    async def run(self) -> None:
+        """Deliver until SIGTERM or SIGINT, then shut down gracefully."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with self:
+            await stop.wait()
+            log.info("signal received: stopping")

@@ -1,0 +1,262 @@
+"""Delivery end to end: real RabbitMQ, real HTTP receiver on 127.0.0.1, the Worker in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from typing import Any
+
+import orjson
+import pytest
+from standardwebhooks import Webhook
+
+from broker import wire
+from broker.events import Event
+from consumers.worker import Worker
+from tests.conftest import TEST_SECRET
+from tests.support.receiver import Receiver, Reply, always
+from topology import names
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def dlq_messages(management: Any, config: Any, endpoint: str, expected: int, timeout: float = 10) -> list[Any]:
+    """Drain the endpoint's DLQ through AMQP (exact), waiting until ``expected`` messages are there."""
+    import aio_pika
+
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        queue = await channel.get_queue(names.dlq(config.broker.prefix, endpoint))
+        got: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < expected and time.monotonic() < deadline:
+            message = await queue.get(no_ack=True, fail=False)
+            if message is None:
+                await asyncio.sleep(0.05)
+                continue
+            got.append(message)
+        return got
+    finally:
+        await connection.close()
+
+
+async def test_happy_path_delivers_signed_envelopes(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an unordered and an ordered endpoint subscribed to order events
+    config = await endpoint_config([{"name": "shop"}, {"name": "books", "ordering": "key", "partitions": 4}])
+    events = [Event(type="order.paid", data={"n": i}, key=f"k{i % 7}", sequence=i) for i in range(50)]
+    # When the events are published and a worker runs
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.received) >= 100, 20)
+    # Then each endpoint got each event once, as the Standard Webhooks envelope, signed verifiably
+    by_path: dict[str, set[str]] = defaultdict(set)
+    verifier = Webhook(TEST_SECRET)
+    for request in receiver.received:
+        body = verifier.verify(request.body.decode(), request.headers)
+        assert set(body) == {"id", "type", "timestamp", "data", "key", "sequence"}
+        assert body["id"] == request.headers["webhook-id"]
+        assert body["type"] == "order.paid"
+        by_path[request.headers.get("content-type", "")].add(body["id"])
+    assert len(receiver.received) == 100
+    assert {r.event_id for r in receiver.received} == {e.id for e in events}
+
+
+async def test_key_rotation_signs_with_every_secret(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an endpoint in the middle of a key rotation (two secrets)
+    new_secret = "whsec_" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY"
+    config = await endpoint_config([{"name": "rot", "secret": [TEST_SECRET, new_secret]}])
+    async with Worker(config):
+        await publish(config, [Event(type="a.b", data={})])
+        await receiver.wait_for(lambda r: len(r.received) >= 1, 10)
+    request = receiver.received[0]
+    # Then two signatures, and each secret alone verifies the request
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    for secret in (TEST_SECRET, new_secret):
+        Webhook(secret).verify(request.body.decode(), request.headers)
+
+
+async def test_flaky_endpoint_gets_every_event(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given a receiver that answers 503 to 20% of first attempts
+    rng = random.Random(7)
+    first_seen: set[str] = set()
+
+    def flaky(r: Receiver, request: Any, body: bytes) -> Reply:
+        event_id = request.headers["webhook-id"]
+        if event_id not in first_seen:
+            first_seen.add(event_id)
+            if rng.random() < 0.2:
+                return Reply(503)
+        return Reply(200)
+
+    receiver.behaviour = flaky
+    config = await endpoint_config([{"name": "flaky"}], retry={"base": "50ms", "cap": "200ms", "max_attempts": 5})
+    events = [Event(type="x.y", data={"i": i}) for i in range(300)]
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.ok_ids()) >= 300, 30)
+    # Then every event was delivered exactly once with 2xx (no crash, so no duplicates), some after a retry
+    oks = [r.event_id for r in receiver.received if r.status == 200]
+    assert sorted(oks) == sorted(e.id for e in events)
+    assert 30 <= sum(1 for r in receiver.received if r.status == 503) <= 100
+
+
+async def test_400_dead_letters_at_once_with_diagnostics(endpoint_config, receiver: Receiver, publish, management) -> None:
+    receiver.behaviour = always(400)
+    config = await endpoint_config([{"name": "strict"}])
+    [event_id] = await publish(config, [Event(type="x.y", data={"v": 1})])
+    async with Worker(config):
+        dead = await dlq_messages(management, config, "strict", 1)
+    assert len(dead) == 1 and len(receiver.received) == 1
+    headers = dead[0].headers
+    assert dead[0].message_id == event_id
+    assert headers[wire.H_ENDPOINT] == "strict"
+    assert headers[wire.H_LAST_STATUS] == 400
+    assert headers[wire.H_ATTEMPT] == 1
+    assert "400" in headers[wire.H_DEAD_REASON]
+    assert orjson.loads(dead[0].body)["id"] == event_id
+
+
+async def test_exhaustion_lands_in_dlq_with_attempt_history(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an endpoint that always fails, and three attempts allowed
+    receiver.behaviour = always(500)
+    config = await endpoint_config([{"name": "down"}], retry={"base": "20ms", "cap": "50ms", "max_attempts": 3})
+    [event_id] = await publish(config, [Event(type="x.y", data={})])
+    async with Worker(config):
+        dead = await dlq_messages(None, config, "down", 1)
+    # Then after exactly three attempts it is dead, and its headers tell the story
+    assert [r.event_id for r in receiver.received] == [event_id] * 3
+    headers = dead[0].headers
+    assert headers[wire.H_ATTEMPT] == 3
+    assert headers[wire.H_LAST_STATUS] == 500
+    assert "max_attempts" in headers[wire.H_DEAD_REASON]
+    assert headers[wire.H_FIRST_ATTEMPT] <= headers[wire.H_LAST_ATTEMPT] <= headers[wire.H_DEAD_AT]
+    history = orjson.loads(headers[wire.H_HISTORY])
+    assert [h["status"] for h in history] == [500, 500, 500]
+    assert "x-death" not in headers
+
+
+async def test_410_disables_and_parks_the_messages(endpoint_config, receiver: Receiver, publish, management) -> None:
+    receiver.behaviour = always(410)
+    config = await endpoint_config([{"name": "gone"}])
+    await publish(config, [Event(type="x.y", data={"i": i}) for i in range(5)])
+    async with Worker(config) as worker:
+        await receiver.wait_for(lambda r: len(r.received) >= 1, 10)
+        runner = worker.runners["gone"]
+        deadline = time.monotonic() + 5
+        while runner.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert runner.paused_reason is not None and "410" in runner.paused_reason
+        assert runner.consuming() == []
+    # Then the messages are parked in the work queue, none dead-lettered
+    await asyncio.sleep(0.2)
+    info = await management.queue(names.work_queue(config.broker.prefix, "gone"))
+    dlq = await dlq_messages(management, config, "gone", 0, timeout=0)
+    assert dlq == []
+    assert info is not None
+
+
+async def test_timeouts_retry_then_deliver(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given a receiver slower than the endpoint's timeout on the first attempt only
+    seen: set[str] = set()
+
+    def slow_first(r: Receiver, request: Any, body: bytes) -> Reply:
+        event_id = request.headers["webhook-id"]
+        if event_id in seen:
+            return Reply(200)
+        seen.add(event_id)
+        return Reply(200, delay=0.5)
+
+    receiver.behaviour = slow_first
+    config = await endpoint_config([{"name": "slow", "timeout": "150ms"}], retry={"base": "50ms", "cap": "100ms"})
+    [event_id] = await publish(config, [Event(type="x.y", data={})])
+    async with Worker(config):
+        await receiver.wait_for(lambda r: sum(1 for x in r.received if x.event_id == event_id) >= 2, 10)
+    assert [r.event_id for r in receiver.received[:2]] == [event_id, event_id]
+
+
+async def test_retry_after_delays_the_next_attempt(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given a receiver that asks for 1 s with Retry-After once, while the policy would wait at most 100 ms
+    calls: list[float] = []
+
+    def busy_once(r: Receiver, request: Any, body: bytes) -> Reply:
+        calls.append(time.monotonic())
+        return Reply(503, headers={"Retry-After": "1"}) if len(calls) == 1 else Reply(200)
+
+    receiver.behaviour = busy_once
+    config = await endpoint_config([{"name": "busy"}], retry={"base": "100ms", "cap": "2s"})
+    await publish(config, [Event(type="x.y", data={})])
+    async with Worker(config):
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 1, 10)
+    # Then the second attempt came at least 1 s later (and not much more: the chain is exact to the ms)
+    assert 1.0 <= calls[1] - calls[0] < 1.6
+
+
+async def test_jittered_delays_spread_over_the_window(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given 200 events whose first attempts all fail at about the same instant, first backoff bound 1 s
+    first: dict[str, float] = {}
+    second: dict[str, float] = {}
+
+    def fail_first(r: Receiver, request: Any, body: bytes) -> Reply:
+        event_id = request.headers["webhook-id"]
+        if event_id not in first:
+            first[event_id] = time.monotonic()
+            return Reply(503)
+        second.setdefault(event_id, time.monotonic())
+        return Reply(200)
+
+    receiver.behaviour = fail_first
+    config = await endpoint_config([{"name": "herd", "concurrency": 200}], retry={"base": "1s", "cap": "1s"})
+    await publish(config, [Event(type="x.y", data={"i": i}) for i in range(200)])
+    async with Worker(config):
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 200, 20)
+    # Then the retries are spread across [0, 1 s] rather than bunched: every quarter of the window has some
+    waits = sorted(second[i] - first[i] for i in first)
+    quarters = [sum(1 for w in waits if q * 0.25 <= w < (q + 1) * 0.25 + (0.3 if q == 3 else 0)) for q in range(4)]
+    assert all(count >= 20 for count in quarters), quarters
+    assert waits[-1] - waits[0] > 0.7
+
+
+async def test_ordered_endpoint_keeps_per_key_order_under_failures(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an ordered endpoint with 4 partitions, a receiver failing 30% of requests at random
+    rng = random.Random(3)
+
+    def flaky(r: Receiver, request: Any, body: bytes) -> Reply:
+        return Reply(503) if rng.random() < 0.3 else Reply(200)
+
+    receiver.behaviour = flaky
+    config = await endpoint_config(
+        [{"name": "ledger", "ordering": "key", "partitions": 4}],
+        retry={"base": "10ms", "cap": "30ms", "max_attempts": 50},
+    )
+    events = [Event(type="x.y", data={}, key=f"acct{i % 10}", sequence=i // 10) for i in range(200)]
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 200, 40)
+    # Then every key's events were delivered (2xx) in publish order: 0 violations
+    delivered: dict[str, list[int]] = defaultdict(list)
+    for request in receiver.received:
+        if request.status == 200:
+            body = request.json
+            delivered[body["key"]].append(body["sequence"])
+    violations = sum(1 for seqs in delivered.values() for a, b in zip(seqs, seqs[1:], strict=False) if b <= a)
+    assert violations == 0
+    assert sum(len(s) for s in delivered.values()) == 200
+
+
+async def test_malformed_message_goes_to_dlq_with_reason(endpoint_config, receiver: Receiver) -> None:
+    import aio_pika
+
+    config = await endpoint_config([{"name": "strict"}])
+    connection = await aio_pika.connect(config.broker.url)
+    channel = await connection.channel()
+    exchange = await channel.get_exchange(names.events_exchange(config.broker.prefix))
+    await exchange.publish(aio_pika.Message(b"not json", message_id="bad-1"), routing_key="x.y")
+    await connection.close()
+    async with Worker(config):
+        dead = await dlq_messages(None, config, "strict", 1)
+    assert receiver.received == []
+    assert "malformed" in dead[0].headers[wire.H_DEAD_REASON]
+    assert dead[0].body == b"not json"

@@ -1,0 +1,70 @@
+"""Worker processes for tests: real ``warren worker`` subprocesses, stopped by PID when the test ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import tomli_w
+
+from topology.config import WarrenConfig
+
+
+def write_config(directory: Path, config: WarrenConfig, name: str = "warren.toml") -> Path:
+    """The configuration as a TOML file a subprocess can load (secrets written out in whsec_ form)."""
+    data = config.model_dump(mode="json", exclude_none=True)
+    path = directory / name
+    path.write_text(tomli_w.dumps(data))
+    return path
+
+
+class WorkerProcess:
+    """``warren worker`` in a subprocess; ``kill()`` is SIGKILL, ``terminate()`` SIGTERM and a wait."""
+
+    def __init__(self, config_path: Path, *args: str) -> None:
+        self.config_path = config_path
+        self.args = args
+        self.process: asyncio.subprocess.Process | None = None
+        self.log_path = config_path.with_suffix(f".{os.getpid()}.{id(self)}.log")
+
+    async def start(self) -> WorkerProcess:
+        log = self.log_path.open("wb")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "warren", "worker", "--config", str(self.config_path), "--log-format", "json",
+            *self.args, stdout=log, stderr=log,
+        )
+        log.close()
+        return self
+
+    async def wait_ready(self, timeout: float = 15.0) -> None:
+        """Until the worker logs that it is consuming (or fail with its log)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            if b"worker consuming" in self.log_path.read_bytes():
+                return
+            assert self.process is not None
+            if self.process.returncode is not None:
+                break
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"worker not ready in {timeout}s:\n{self.log_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+
+    async def terminate(self, timeout: float = 20.0) -> int:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(self.process.wait(), timeout)
+
+    async def cleanup(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.kill()
+            await self.process.wait()
