@@ -14,7 +14,7 @@ from topology.errors import BrokerUnavailable
 __all__ = ["CONNECTION_EXCEPTIONS", "connect", "redact_url"]
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
-CONNECTION_EXCEPTIONS: tuple[type[BaseException], ...] = (
+CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
     aiormq.exceptions.AMQPConnectionError,
     aiormq.exceptions.ChannelInvalidStateError,
     ConnectionError,

@@ -144,9 +144,7 @@ def dead_headers(
     """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database."""
     now_ms = int(time.time() * 1000)
     if delivery is not None and attempt_ms is not None:
-        out = retry_headers(
-            headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration
-        )
+        out = retry_headers(headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration)
     else:
         out = _carry(headers)
     out[wire.H_ENDPOINT] = endpoint

@@ -64,7 +64,9 @@ class GuardedResolver(AbstractResolver):
     def __init__(self, inner: AbstractResolver | None = None) -> None:
         self._inner = inner or DefaultResolver()
 
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         results = await self._inner.resolve(host, port, family)
         allowed = [r for r in results if forbidden_reason(r["host"]) is None]
         if not allowed:

@@ -17,7 +17,13 @@ from typing import Any
 
 import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
 
 from broker.connection import CONNECTION_EXCEPTIONS
 from consumers.attempt_log import log_attempt
@@ -34,6 +40,7 @@ __all__ = ["DeliveryHooks", "EndpointRunner"]
 
 log = logging.getLogger("warren.worker")
 
+MOVE_FAILURES: tuple[type[Exception], ...] = (aiormq.exceptions.DeliveryError, *CONNECTION_EXCEPTIONS)
 MOVE_FAILURE_PAUSE = 1.0  # seconds before a message whose move failed is handed back to RabbitMQ
 
 
@@ -81,8 +88,11 @@ class EndpointRunner:
         self._delay_exchange: AbstractExchange | None = None
         self._dead_exchange: AbstractExchange | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
+        self._busy: dict[str, int] = {}  # consumer tag -> messages being delivered
+        self._cancel_when_idle: set[str] = set()  # consumer tags to cancel once their message is settled
         self._accepting = False
         self.paused_reason: str | None = None
+        self.assigned: list[str] = list(self.queue_names)
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def open(self, connection: AbstractRobustConnection) -> None:
@@ -99,32 +109,70 @@ class EndpointRunner:
         for name in self.queue_names:
             self._queues[name] = await self._consume_channel.get_queue(name, ensure=True)
 
-    async def start_consuming(self, queue_names: list[str] | None = None) -> None:
-        """Begin (or resume) consuming the given queues, all of this endpoint's by default."""
+    async def start_consuming(self) -> None:
+        """Consume every assigned queue (all of this endpoint's unless partition claims assign fewer)."""
         self._accepting = True
         self.paused_reason = None
-        for name in queue_names or self.queue_names:
-            if name not in self._consumer_tags:
-                self._consumer_tags[name] = await self._queues[name].consume(self._on_message)
+        for name in self.assigned:
+            await self._consume(name)
 
-    async def stop_consuming(self, queue_names: list[str] | None = None) -> None:
-        """Cancel consumers; messages already delivered but not started are handed back as they arrive."""
-        targets = queue_names or list(self._consumer_tags)
-        if queue_names is None:
-            self._accepting = False
-        for name in targets:
-            tag = self._consumer_tags.pop(name, None)
-            if tag is not None:
-                with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-                    await self._queues[name].cancel(tag)
+    async def _consume(self, name: str) -> None:
+        if name not in self._consumer_tags:
+            self._consumer_tags[name] = await self._queues[name].consume(self._on_message)
+
+    async def _cancel(self, name: str) -> None:
+        tag = self._consumer_tags.pop(name, None)
+        if tag is not None:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+                await self._queues[name].cancel(tag)
+
+    async def assign(self, name: str) -> None:
+        """This worker now owns partition ``name``: consume it unless the endpoint is paused."""
+        if name not in self.assigned:
+            self.assigned.append(name)
+        if self.paused_reason is None and self._accepting:
+            await self._consume(name)
+
+    async def _cancel_tag(self, tag: str) -> None:
+        for name, current in list(self._consumer_tags.items()):
+            if current == tag:
+                await self._cancel(name)
+
+    async def unassign(self, name: str) -> None:
+        """Give partition ``name`` up: cancel its consumer (deliveries arriving after are handed back)."""
+        if name in self.assigned:
+            self.assigned.remove(name)
+        await self._cancel(name)
+
+    async def stop_consuming(self) -> None:
+        """Cancel every consumer; messages already delivered but not started are handed back as they arrive.
+
+        A partition whose message is still being delivered keeps its consumer until that message is settled:
+        cancelling a single-active consumer makes the next one active at once, and it would overtake the
+        message still held here.
+        """
+        self._accepting = False
+        for name in list(self._consumer_tags):
+            if self.ordered and self.busy(name):
+                self._cancel_when_idle.add(self._consumer_tags[name])
+            else:
+                await self._cancel(name)
 
     async def pause(self, reason: str) -> None:
         """Stop consuming: messages wait in RabbitMQ, neither attempted nor dead-lettered."""
-        self.paused_reason = reason
         await self.stop_consuming()
+        self.paused_reason = reason
+
+    async def resume(self) -> None:
+        await self.start_consuming()
 
     def consuming(self) -> list[str]:
         return list(self._consumer_tags)
+
+    def busy(self, queue_name: str) -> bool:
+        """Whether a message of this queue is being delivered (or held for a retry in place) right now."""
+        tag = self._consumer_tags.get(queue_name)
+        return tag is not None and self._busy.get(tag, 0) > 0
 
     async def drain(self, grace: float) -> int:
         """Wait up to ``grace`` seconds for in-flight deliveries; hand the rest back. Returns how many were."""
@@ -158,6 +206,8 @@ class EndpointRunner:
             await self._hand_back(message)
             return
         self._in_flight.add(task)
+        tag = message.consumer_tag or ""
+        self._busy[tag] = self._busy.get(tag, 0) + 1
         try:
             if self.ordered:
                 await self._deliver_in_place(message)
@@ -172,6 +222,10 @@ class EndpointRunner:
             await self._hand_back(message)
         finally:
             self._in_flight.discard(task)
+            self._busy[tag] -= 1
+            if tag in self._cancel_when_idle and not self._busy[tag]:
+                self._cancel_when_idle.discard(tag)
+                await self._cancel_tag(tag)
 
     def _parse(self, message: AbstractIncomingMessage, now_ms: int) -> Delivery:
         return parse_delivery(
@@ -271,14 +325,25 @@ class EndpointRunner:
         history = list(delivery.history)
         while True:
             current = Delivery(
-                delivery.event_id, delivery.event_type, delivery.body, attempts, delivery.published_ms, first_ms,
+                delivery.event_id,
+                delivery.event_type,
+                delivery.body,
+                attempts,
+                delivery.published_ms,
+                first_ms,
                 tuple(history[-5:]),
             )
             result, verdict, attempt_ms = await self._attempt(current)
             attempts += 1
             first_ms = first_ms or attempt_ms
-            history.append({"at": attempt_ms, "status": result.status_code, "ms": round(result.duration * 1000),
-                            **({"error": result.error[:300]} if result.error else {})})
+            history.append(
+                {
+                    "at": attempt_ms,
+                    "status": result.status_code,
+                    "ms": round(result.duration * 1000),
+                    **({"error": result.error[:300]} if result.error else {}),
+                }
+            )
             if verdict.outcome is Outcome.DELIVERED:
                 self._log(current, attempts, result, "delivered", None)
                 await self._ack(message)
@@ -324,8 +389,12 @@ class EndpointRunner:
             await message.nack(requeue=True)
 
     async def _publish_then_ack(
-        self, message: AbstractIncomingMessage, exchange: AbstractExchange | None, routing_key: str,
-        headers: dict[str, Any], what: str,
+        self,
+        message: AbstractIncomingMessage,
+        exchange: AbstractExchange | None,
+        routing_key: str,
+        headers: dict[str, Any],
+        what: str,
     ) -> None:
         assert exchange is not None
         outgoing = Message(
@@ -340,10 +409,13 @@ class EndpointRunner:
         )
         try:
             await exchange.publish(outgoing, routing_key=routing_key, mandatory=True)
-        except (aiormq.exceptions.DeliveryError, *CONNECTION_EXCEPTIONS) as exc:
+        except MOVE_FAILURES as exc:
             log.error(
                 "could not move %s to %s (%s); it stays in its queue and will be tried again",
-                message.message_id, what, exc or type(exc).__name__, extra={"endpoint": self.endpoint.name},
+                message.message_id,
+                what,
+                exc or type(exc).__name__,
+                extra={"endpoint": self.endpoint.name},
             )
             await asyncio.sleep(MOVE_FAILURE_PAUSE)
             await self._hand_back(message)
@@ -351,21 +423,38 @@ class EndpointRunner:
         await self._ack(message)
 
     async def _schedule_retry(
-        self, message: AbstractIncomingMessage, delivery: Delivery, step: RetryIn, result: AttemptResult, attempt_ms: int
+        self,
+        message: AbstractIncomingMessage,
+        delivery: Delivery,
+        step: RetryIn,
+        result: AttemptResult,
+        attempt_ms: int,
     ) -> None:
         headers = retry_headers(
-            message.headers or {}, delivery, attempt_ms=attempt_ms, status=result.status_code,
-            error=result.error or (f"HTTP {result.status}" if result.status else None), duration=result.duration,
+            message.headers or {},
+            delivery,
+            attempt_ms=attempt_ms,
+            status=result.status_code,
+            error=result.error or (f"HTTP {result.status}" if result.status else None),
+            duration=result.duration,
         )
         key = delay_routing_key(step.delay, self.delay_levels, self.queue_names[0])
         await self._publish_then_ack(message, self._delay_exchange, key, headers, "the delay chain")
 
     async def _dead_letter(
-        self, message: AbstractIncomingMessage, delivery: Delivery | None, reason: str,
-        result: AttemptResult | None = None, attempt_ms: int | None = None,
+        self,
+        message: AbstractIncomingMessage,
+        delivery: Delivery | None,
+        reason: str,
+        result: AttemptResult | None = None,
+        attempt_ms: int | None = None,
     ) -> None:
         headers = dead_headers(
-            message.headers or {}, delivery, endpoint=self.endpoint.name, reason=reason, attempt_ms=attempt_ms,
+            message.headers or {},
+            delivery,
+            endpoint=self.endpoint.name,
+            reason=reason,
+            attempt_ms=attempt_ms,
             status=result.status_code if result else 0,
             error=(result.error or (f"HTTP {result.status}" if result.status else None)) if result else reason,
             duration=result.duration if result else 0.0,

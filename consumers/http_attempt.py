@@ -5,7 +5,6 @@ aiohttp's exceptions are mapped to short error texts here and nowhere else.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
@@ -36,8 +35,9 @@ class AttemptResult:
 def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
     """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it)."""
     resolver = None if allow_private_networks else GuardedResolver()
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=30, resolver=resolver,
-                                     ttl_dns_cache=60)
+    connector = aiohttp.TCPConnector(
+        limit=0, limit_per_host=0, keepalive_timeout=30, resolver=resolver, ttl_dns_cache=60
+    )
     return aiohttp.ClientSession(
         connector=connector,
         headers={"User-Agent": user_agent},
@@ -84,7 +84,7 @@ class HttpSender:
             if isinstance(exc.os_error, ForbiddenAddress):
                 return AttemptResult(None, f"refused: {exc.os_error}", time.monotonic() - started, forbidden=True)
             return AttemptResult(None, f"connection failed: {exc.os_error or exc}", time.monotonic() - started)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             return AttemptResult(None, f"timed out after {timeout:g}s", time.monotonic() - started)
         except aiohttp.ClientError as exc:
             return AttemptResult(None, f"{type(exc).__name__}: {exc}", time.monotonic() - started)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from aio_pika.abc import AbstractRobustConnection
 from broker.connection import connect
 from consumers.endpoint_runner import DeliveryHooks, EndpointRunner
 from consumers.http_attempt import HttpSender, new_session
+from consumers.partition_claims import PartitionClaims
 from topology.config import WarrenConfig
 from topology.errors import WarrenError
 from topology.planner import plan_topology
@@ -38,6 +40,7 @@ class Worker:
         *,
         name: str = "warren-worker",
         hooks: DeliveryHooks | None = None,
+        spread_partitions: bool = True,
     ) -> None:
         known = {e.name for e in config.endpoints}
         unknown = [n for n in endpoints or () if n not in known]
@@ -46,20 +49,24 @@ class Worker:
         self.config = config
         self.name = name
         self.hooks = hooks or DeliveryHooks()
+        self.spread_partitions = spread_partitions
         self.endpoints = [e for e in config.endpoints if not endpoints or e.name in endpoints]
         self.plan = plan_topology(config)
         self.connection: AbstractRobustConnection | None = None
         self.session: aiohttp.ClientSession | None = None
         self.runners: dict[str, EndpointRunner] = {}
+        self.claims: dict[str, PartitionClaims] = {}
         self.ready = asyncio.Event()
 
     async def start(self) -> None:
         """Connect, open every endpoint's channels and start consuming."""
-        self.connection = await connect(self.config.broker.url, name=self.name)
+        self.connection = await connect(self.config.broker.url, name=f"{self.name}-{os.getpid()}")
         delivery = self.config.delivery
         self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
         sender = HttpSender(
-            self.session, allow_private_networks=delivery.allow_private_networks, body_limit=delivery.response_body_limit
+            self.session,
+            allow_private_networks=delivery.allow_private_networks,
+            body_limit=delivery.response_body_limit,
         )
         for endpoint in self.endpoints:
             runner = EndpointRunner(
@@ -74,13 +81,23 @@ class Worker:
             await runner.open(self.connection)
             self.runners[endpoint.name] = runner
         for runner in self.runners.values():
+            if runner.ordered and self.spread_partitions:
+                # Partitions are consumed as they are claimed, so that several workers share them.
+                runner.assigned = []
+                self.claims[runner.endpoint.name] = PartitionClaims(
+                    self.config.broker.url, runner, self.config.worker.rebalance_interval
+                )
             await runner.start_consuming()
+        for claims in self.claims.values():
+            await claims.start()
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
 
     async def stop(self) -> None:
         """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back."""
         self.ready.clear()
+        for claims in self.claims.values():
+            await claims.halt()
         for runner in self.runners.values():
             await runner.stop_consuming()
         grace = self.config.delivery.grace_period
@@ -88,6 +105,8 @@ class Worker:
         if self.runners:
             results = await asyncio.gather(*(r.drain(grace) for r in self.runners.values()))
             handed_back = sum(results)
+        for claims in self.claims.values():
+            await claims.close()
         for runner in self.runners.values():
             await runner.close()
         if self.session is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -52,6 +53,7 @@ async def vhost(rabbit_server: RabbitServer) -> AsyncIterator[str]:
         rabbit_server.user,
         rabbit_server.password,
         name,
+        timeout=300,  # creating or deleting a vhost with many quorum queues can take a minute on 3.10
     ) as api:
         await api.create_vhost(name, rabbit_server.user)
         yield name
@@ -71,9 +73,31 @@ def amqp_url(rabbit_server: RabbitServer, vhost: str) -> str:
 
 
 @pytest.fixture
-def prefix() -> str:
-    """A name prefix of this test's own, so tests sharing the run's vhost never collide."""
-    return f"t{uuid.uuid4().hex[:8]}"
+async def prefix(amqp_url: str, rabbit_server: RabbitServer, vhost: str) -> AsyncIterator[str]:
+    """A name prefix of this test's own, so tests sharing the run's vhost never collide.
+
+    Every queue and exchange named with it is deleted after the test: quorum queues are heavy, and a run
+    that left hundreds of them behind would slow the broker (and the vhost's deletion) for everything else.
+    """
+    name = f"t{uuid.uuid4().hex[:8]}"
+    yield name
+    import aio_pika
+
+    async with ManagementClient(_mgmt_base(rabbit_server), rabbit_server.user, rabbit_server.password, vhost) as api:
+        queues = [q["name"] for q in await api.queues() if q["name"].startswith(name + ".")]
+        exchanges = [e["name"] for e in await api.exchanges() if e["name"].startswith(name + ".")]
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        for queue in queues:
+            channel = await connection.channel()
+            with contextlib.suppress(Exception):
+                await channel.queue_delete(queue)
+        for exchange in exchanges:
+            channel = await connection.channel()
+            with contextlib.suppress(Exception):
+                await channel.exchange_delete(exchange)
+    finally:
+        await connection.close()
 
 
 @pytest.fixture

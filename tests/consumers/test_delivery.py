@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections import defaultdict
@@ -103,7 +104,9 @@ async def test_flaky_endpoint_gets_every_event(endpoint_config, receiver: Receiv
     assert 30 <= sum(1 for r in receiver.received if r.status == 503) <= 100
 
 
-async def test_400_dead_letters_at_once_with_diagnostics(endpoint_config, receiver: Receiver, publish, management) -> None:
+async def test_400_dead_letters_at_once_with_diagnostics(
+    endpoint_config, receiver: Receiver, publish, management
+) -> None:
     receiver.behaviour = always(400)
     config = await endpoint_config([{"name": "strict"}])
     [event_id] = await publish(config, [Event(type="x.y", data={"v": 1})])
@@ -212,14 +215,19 @@ async def test_jittered_delays_spread_over_the_window(endpoint_config, receiver:
     await publish(config, [Event(type="x.y", data={"i": i}) for i in range(200)])
     async with Worker(config):
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 200, 20)
-    # Then the retries are spread across [0, 1 s] rather than bunched: every quarter of the window has some
+    # Then the retries are spread across the 1 s window rather than bunched at one instant: they span most
+    # of it, no 100 ms slice holds more than 15% of them, and none waited past the bound (plus the transit
+    # through the delay chain, which is about a tenth of a second under this burst)
     waits = sorted(second[i] - first[i] for i in first)
-    quarters = [sum(1 for w in waits if q * 0.25 <= w < (q + 1) * 0.25 + (0.3 if q == 3 else 0)) for q in range(4)]
-    assert all(count >= 20 for count in quarters), quarters
-    assert waits[-1] - waits[0] > 0.7
+    bins = [sum(1 for w in waits if b * 0.1 <= w < (b + 1) * 0.1) for b in range(15)]
+    assert waits[-1] - waits[0] > 0.75, waits
+    assert max(bins) <= 30, bins
+    assert waits[-1] < 1.0 + 0.4
 
 
-async def test_ordered_endpoint_keeps_per_key_order_under_failures(endpoint_config, receiver: Receiver, publish) -> None:
+async def test_ordered_endpoint_keeps_per_key_order_under_failures(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
     # Given an ordered endpoint with 4 partitions, a receiver failing 30% of requests at random
     rng = random.Random(3)
 
@@ -241,7 +249,7 @@ async def test_ordered_endpoint_keeps_per_key_order_under_failures(endpoint_conf
         if request.status == 200:
             body = request.json
             delivered[body["key"]].append(body["sequence"])
-    violations = sum(1 for seqs in delivered.values() for a, b in zip(seqs, seqs[1:], strict=False) if b <= a)
+    violations = sum(1 for seqs in delivered.values() for a, b in itertools.pairwise(seqs) if b <= a)
     assert violations == 0
     assert sum(len(s) for s in delivered.values()) == 200
 

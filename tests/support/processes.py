@@ -33,8 +33,17 @@ class WorkerProcess:
     async def start(self) -> WorkerProcess:
         log = self.log_path.open("wb")
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "warren", "worker", "--config", str(self.config_path), "--log-format", "json",
-            *self.args, stdout=log, stderr=log,
+            sys.executable,
+            "-m",
+            "warren",
+            "worker",
+            "--config",
+            str(self.config_path),
+            "--log-format",
+            "json",
+            *self.args,
+            stdout=log,
+            stderr=log,
         )
         log.close()
         return self

@@ -16,15 +16,19 @@ async def declare(config: WarrenConfig) -> None:
         channel = await connection.channel()
         raw = await channel.get_underlay_channel()
         for exchange in plan.exchanges:
-            await channel.declare_exchange(exchange.name, exchange.type, durable=True, arguments=dict(exchange.arguments))
+            await channel.declare_exchange(
+                exchange.name, exchange.type, durable=True, arguments=dict(exchange.arguments)
+            )
         for queue in plan.queues:
             await channel.declare_queue(queue.name, durable=True, arguments=dict(queue.arguments))
         for binding in plan.bindings:
             if binding.destination_type == "queue":
-                await raw.queue_bind(binding.destination, binding.source, binding.routing_key,
-                                                 arguments=dict(binding.arguments))
+                await raw.queue_bind(
+                    binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
+                )
             else:
-                await raw.exchange_bind(binding.destination, binding.source, binding.routing_key,
-                                                    arguments=dict(binding.arguments))
+                await raw.exchange_bind(
+                    binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
+                )
     finally:
         await connection.close()

@@ -1,0 +1,163 @@
+"""Spreading an ordered endpoint's partitions across worker processes.
+
+On RabbitMQ 3.10 the first consumer registered on a single-active-consumer queue stays active, so a worker
+that starts first would own every partition. Instead each worker claims a fair share, ``ceil(P / W)``:
+
+- W, the number of workers serving the endpoint, is the consumer count of a roster queue that every such
+  worker consumes (read exactly with a passive declare);
+- a claim on partition p is an exclusive queue ``<partition>.owner`` on a connection of its own, so a worker
+  that dies loses its claims with its connection and the others take them over at their next round;
+- a worker with more than its share releases idle partitions: it cancels the consumer first, then drops the
+  claim, so the next owner never becomes active while a message of that partition is still held.
+
+Single active consumer stays on every partition queue as the safety net: two consumers during a hand-over
+still deliver one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import random
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection
+
+from broker.connection import CONNECTION_EXCEPTIONS
+from consumers.endpoint_runner import EndpointRunner
+
+__all__ = ["PartitionClaims", "fair_share"]
+
+log = logging.getLogger("warren.partitions")
+
+REBALANCE_FAILURES: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError)
+
+
+async def _ignore(message: object) -> None:
+    """The roster queue never carries messages; consuming it is how a worker is counted."""
+
+
+def fair_share(partitions: int, workers: int) -> int:
+    """How many partitions one of ``workers`` workers should own."""
+    return math.ceil(partitions / max(1, workers))
+
+
+class PartitionClaims:
+    """Claims and releases one ordered endpoint's partitions for this worker, every ``interval`` seconds."""
+
+    def __init__(self, url: str, runner: EndpointRunner, interval: float) -> None:
+        self.url = url
+        self.runner = runner
+        self.interval = interval
+        self.roster_name = f"{runner.queue_names[0].rsplit('.', 1)[0]}.roster"
+        self.owned: list[str] = []
+        self._connection: AbstractConnection | None = None
+        self._channel: AbstractChannel | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    async def start(self) -> None:
+        await self._connect()
+        await self.rebalance()
+        self._task = asyncio.create_task(self._loop(), name=f"claims-{self.runner.endpoint.name}")
+
+    async def halt(self) -> None:
+        """Stop rebalancing; the claims stay held until ``close`` (after the runner has drained)."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def close(self) -> None:
+        """Release every claim by closing the claims connection."""
+        await self.halt()
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+
+    async def _connect(self) -> None:
+        self._connection = await aio_pika.connect(
+            self.url, client_properties={"connection_name": f"warren-claims-{os.getpid()}"}
+        )
+        self._connection.close_callbacks.add(self._on_lost)
+        self._channel = await self._connection.channel()
+        roster = await self._channel.declare_queue(
+            self.roster_name, auto_delete=True, arguments={"x-queue-type": "classic"}
+        )
+        await roster.consume(_ignore, no_ack=True)
+        self.owned = []
+
+    def _on_lost(self, *_: object) -> None:
+        if self._stopping:
+            return
+        # The broker dropped our claims with the connection: stop consuming now; the loop reconnects.
+        lost, self.owned = self.owned, []
+        if lost:
+            log.warning("claims connection lost; releasing %d partition(s)", len(lost))
+            asyncio.get_running_loop().create_task(self._unassign_all(lost))
+
+    async def _unassign_all(self, partitions: list[str]) -> None:
+        for partition in partitions:
+            await self.runner.unassign(partition)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval * random.uniform(0.8, 1.2))
+            try:
+                if self._connection is None or self._connection.is_closed:
+                    await self._connect()
+                await self.rebalance()
+            except REBALANCE_FAILURES as exc:
+                log.warning("partition rebalance failed (%s); trying again", exc or type(exc).__name__)
+
+    async def _workers(self) -> int:
+        assert self._channel is not None
+        queue = await self._channel.declare_queue(self.roster_name, passive=True)
+        result = queue.declaration_result
+        return max(1, int(result.consumer_count or 1))
+
+    async def _try_claim(self, partition: str) -> bool:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await channel.declare_queue(f"{partition}.owner", exclusive=True, auto_delete=True)
+        except aiormq.exceptions.ChannelLockedResource:
+            return False
+        except aiormq.exceptions.ChannelClosed:
+            return False
+        return True
+
+    async def rebalance(self) -> None:
+        """Claim up to the fair share, or release idle partitions above it."""
+        target = fair_share(len(self.runner.queue_names), await self._workers())
+        before = sorted(self.owned)
+        if len(self.owned) < target:
+            candidates = [q for q in self.runner.queue_names if q not in self.owned]
+            random.shuffle(candidates)
+            for partition in candidates:
+                if len(self.owned) >= target:
+                    break
+                if await self._try_claim(partition):
+                    self.owned.append(partition)
+                    await self.runner.assign(partition)
+        elif len(self.owned) > target:
+            for partition in list(self.owned):
+                if len(self.owned) <= target:
+                    break
+                if self.runner.busy(partition):
+                    continue
+                await self.runner.unassign(partition)
+                self.owned.remove(partition)
+                assert self._channel is not None
+                with contextlib.suppress(aiormq.exceptions.AMQPError):
+                    await self._channel.queue_delete(f"{partition}.owner")
+        if sorted(self.owned) != before:
+            log.info(
+                "partitions owned",
+                extra={"endpoint": self.runner.endpoint.name, "owned": sorted(self.owned), "target": target},
+            )

@@ -1,0 +1,40 @@
+"""``warren worker``: deliver until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from consumers.attempt_log import configure_logging
+from consumers.worker import Worker
+from topology.errors import WarrenError
+from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
+
+
+def worker(
+    config: ConfigOption = None,
+    endpoints: Annotated[
+        str | None, typer.Option("--endpoints", "-e", help="Comma-separated endpoint names to serve (default: all).")
+    ] = None,
+    log_format: Annotated[
+        str | None, typer.Option("--log-format", help="text or json (default: worker.log_format).")
+    ] = None,
+) -> None:
+    """Consume the endpoints' queues and deliver webhooks until SIGTERM or SIGINT."""
+    cfg = load(config)
+    if log_format not in (None, "text", "json"):
+        fail("--log-format is text or json", EXIT_USAGE)
+    configure_logging(log_format or cfg.worker.log_format)
+    names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
+    if not cfg.endpoints:
+        fail("the configuration has no [[endpoints]]: nothing to deliver to", EXIT_USAGE)
+    try:
+        instance = Worker(cfg, names)
+    except WarrenError as exc:
+        fail(str(exc), EXIT_USAGE)
+    run(instance.run())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)
