@@ -3,6 +3,7 @@ objects, exact queue counts per consumer, vhosts, shovels)."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from urllib.parse import quote
 
@@ -24,7 +25,9 @@ class ManagementClient:
     def __init__(self, base_url: str, user: str, password: str, vhost: str, timeout: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.vhost = vhost
-        self._auth = aiohttp.BasicAuth(user, password)
+        # A plain header: aiohttp >= 3.14 deprecates BasicAuth and the session's auth= parameter.
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        self._headers = {"Authorization": f"Basic {token}"}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -34,7 +37,7 @@ class ManagementClient:
         return cls(settings.management_base(), user, password, vhost or settings.vhost)
 
     async def __aenter__(self) -> ManagementClient:
-        self._session = aiohttp.ClientSession(auth=self._auth, timeout=self._timeout)
+        self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -48,7 +51,7 @@ class ManagementClient:
     async def request(self, method: str, path: str, body: Any = None, *, allow_404: bool = False) -> Any:
         """One API call; JSON in and out. Raises ManagementError with the status and the API's reason."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(auth=self._auth, timeout=self._timeout)
+            self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
         url = f"{self.base_url}/api/{path}"
         try:
             async with self._session.request(method, url, json=body) as response:
@@ -83,6 +86,15 @@ class ManagementClient:
         result: dict[str, Any] | None = await self.request("GET", f"queues/{_q(self.vhost)}/{_q(name)}", allow_404=True)
         return result
 
+    async def vhost_exists(self) -> bool:
+        return await self.request("GET", f"vhosts/{_q(self.vhost)}", allow_404=True) is not None
+
+    async def exchange(self, name: str) -> dict[str, Any] | None:
+        result: dict[str, Any] | None = await self.request(
+            "GET", f"exchanges/{_q(self.vhost)}/{_q(name)}", allow_404=True
+        )
+        return result
+
     async def exchanges(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self.request("GET", f"exchanges/{_q(self.vhost)}")
         return result
@@ -94,6 +106,11 @@ class ManagementClient:
     async def consumers(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self.request("GET", f"consumers/{_q(self.vhost)}")
         return result
+
+    # --- definitions ---------------------------------------------------------------------------------------
+    async def import_definitions(self, document: dict[str, Any]) -> None:
+        """Import a definitions document into this client's vhost (what the UI's "Import definitions" does)."""
+        await self.request("POST", f"definitions/{_q(self.vhost)}", document)
 
     # --- vhosts, for tests and tooling ------------------------------------------------------------------
     async def create_vhost(self, vhost: str, user: str) -> None:

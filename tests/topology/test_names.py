@@ -1,0 +1,75 @@
+"""Names: one small pure function per kind of object, stable and prefixed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from topology import names
+
+PREFIX = "warren"
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda: names.events_exchange(PREFIX), "warren.events"),
+        (lambda: names.endpoint_exchange(PREFIX, "acme"), "warren.ep.acme"),
+        (lambda: names.work_queue(PREFIX, "acme"), "warren.ep.acme.q"),
+        (lambda: names.partition_queue(PREFIX, "billing", 0), "warren.ep.billing.p00"),
+        (lambda: names.partition_queue(PREFIX, "billing", 7), "warren.ep.billing.p07"),
+        (lambda: names.partition_queue(PREFIX, "billing", 123), "warren.ep.billing.p123"),
+        (lambda: names.dlq(PREFIX, "acme"), "warren.ep.acme.dlq"),
+        (lambda: names.dead_exchange(PREFIX), "warren.dead"),
+        (lambda: names.delay_exchange(PREFIX, 3), "warren.delay.l03"),
+        (lambda: names.delay_queue(PREFIX, 21), "warren.delay.l21.q"),
+        (lambda: names.delay_due_exchange(PREFIX), "warren.delay.due"),
+        (lambda: names.control_exchange(PREFIX), "warren.control"),
+        (lambda: names.state_queue(PREFIX), "warren.state"),
+        (lambda: names.operator_exchange(PREFIX), "warren.operator"),
+    ],
+)
+def test_each_name_has_its_documented_form(build: Callable[[], str], expected: str) -> None:
+    assert build() == expected
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda p: names.events_exchange(p),
+        lambda p: names.work_queue(p, "acme"),
+        lambda p: names.partition_queue(p, "acme", 2),
+        lambda p: names.dlq(p, "acme"),
+        lambda p: names.delay_queue(p, 4),
+    ],
+)
+def test_names_are_idempotent_and_start_with_the_prefix(build: Callable[[str], str]) -> None:
+    # Given the same prefix twice, when a name is built, then it is the same (setup relies on it)
+    assert build("tenant-a") == build("tenant-a")
+    # and another prefix gives another name, so deployments sharing a vhost never collide
+    assert build("tenant-a").startswith("tenant-a.")
+    assert build("tenant-a") != build("tenant-b")
+
+
+@pytest.mark.parametrize("endpoint", ["acme", "billing", "a", "my-endpoint_2", "x.y", "p01"])
+def test_queue_endpoint_round_trips_work_and_partition_queues(endpoint: str) -> None:
+    assert names.queue_endpoint(PREFIX, names.work_queue(PREFIX, endpoint)) == endpoint
+    for index in (0, 1, 15, 255):
+        assert names.queue_endpoint(PREFIX, names.partition_queue(PREFIX, endpoint, index)) == endpoint
+
+
+@pytest.mark.parametrize(
+    "queue",
+    [
+        "warren.ep.acme.dlq",  # the DLQ is not a work queue
+        "warren.delay.l01.q",
+        "warren.events",
+        "other.ep.acme.q",  # another deployment's prefix
+        "warren.ep..q",
+        "warren.ep.acme.px",
+        "warren.ep.acme",
+    ],
+)
+def test_queue_endpoint_refuses_other_names(queue: str) -> None:
+    assert names.queue_endpoint(PREFIX, queue) is None

@@ -1,0 +1,76 @@
+"""A bad configuration reaches the user as one line naming the file and the field, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def warren(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a child process, without any WARREN_* override from the caller's shell."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
+    return subprocess.run(
+        [sys.executable, "-m", "warren", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**clean, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('[retry]\nbase = "fast"\n', "retry.base"),
+        (
+            f'[[endpoints]]\nname = "acme"\nurl = "ftp://x.example/"\nsecret = "{SECRET}"\nevents = ["a.*"]\n',
+            "endpoints[0] ('acme').url",
+        ),
+        ('[broker]\nqueue_typ = "quorum"\n', "broker.queue_typ"),
+    ],
+)
+def test_topology_show_with_a_bad_config_exits_2_with_one_clear_message(tmp_path: Path, text: str, field: str) -> None:
+    # Given a configuration file with one mistake
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text, encoding="utf-8")
+    # When `warren topology show --config BAD` runs
+    result = warren("topology", "show", "--config", str(bad))
+    # Then it exits 2 with one message on stderr naming the file and the field, and no traceback
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert str(bad) in lines[0] and f"{field}:" in lines[0]
+
+
+def test_a_missing_secret_variable_is_named_and_the_secret_never_printed(tmp_path: Path) -> None:
+    bad = tmp_path / "warren.toml"
+    bad.write_text(
+        '[[endpoints]]\nname = "acme"\nurl = "https://x.example/"\nsecret = "env:ACME_SECRET_UNSET"\nevents = ["a"]\n'
+    )
+    result = warren("topology", "export", "--config", str(bad))
+    assert result.returncode == 2
+    assert "ACME_SECRET_UNSET" in result.stderr and "endpoints[0] ('acme').secret" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_config_file_exits_2(tmp_path: Path) -> None:
+    result = warren("topology", "show", "--config", str(tmp_path / "absent.toml"))
+    assert result.returncode == 2
+    assert "absent.toml: file not found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_warren_config_environment_variable_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "from-env.toml"
+    bad.write_text("[retry]\nmax_attempts = 0\n")
+    result = warren("topology", "show", env={"WARREN_CONFIG": str(bad)})
+    assert result.returncode == 2
+    assert "from-env.toml" in result.stderr and "retry.max_attempts" in result.stderr

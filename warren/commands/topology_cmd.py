@@ -1,0 +1,68 @@
+"""``warren topology show|export``: the plan as a tree, or as RabbitMQ definitions JSON. No broker needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from topology.definitions import definitions
+from topology.planner import plan_topology
+from topology.render import plan_tree, render_text
+from warren.common import ConfigOption, console, err_console, fail, load
+
+__all__ = ["register"]
+
+PIPE_WIDTH = 200
+
+topology_app = typer.Typer(
+    name="topology",
+    help="Show or export the RabbitMQ topology the configuration plans (reads the file only).",
+    no_args_is_help=True,
+)
+
+
+@topology_app.command("show")
+def show(config: ConfigOption = None) -> None:
+    """Print the plan as a tree: events exchange, endpoints and their queues, delay chain, dead letters."""
+    settings = load(config)
+    plan = plan_topology(settings)
+    broker = settings.broker
+    title = f"Warren topology · vhost {broker.vhost!r} · prefix {broker.prefix!r} · {broker.queue_type} queues"
+    if console.is_terminal:
+        console.print(plan_tree(plan, broker.prefix, title))
+    else:
+        # Piped or redirected: plain text, wide enough that names stay whole on one line (rich assumes 80).
+        typer.echo(render_text(plan, broker.prefix, title, width=PIPE_WIDTH), nl=False)
+
+
+@topology_app.command("export")
+def export(
+    config: ConfigOption = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the JSON to this file instead of stdout.")
+    ] = None,
+    vhost: Annotated[
+        str | None, typer.Option("--vhost", help="Vhost to put in the definitions (default: the broker URL's).")
+    ] = None,
+) -> None:
+    """Write the plan as definitions JSON for `rabbitmqctl import_definitions` or the management UI."""
+    settings = load(config)
+    document = definitions(plan_topology(settings), vhost or settings.broker.vhost)
+    text = json.dumps(document, indent=2) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
+    counts = f"{len(document['exchanges'])} exchanges, {len(document['queues'])} queues"
+    err_console.print(f"wrote {output} ({counts}, {len(document['bindings'])} bindings)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``topology`` group to the main CLI."""
+    app.add_typer(topology_app, name="topology")
