@@ -11,8 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiormq.exceptions
@@ -29,6 +27,7 @@ from broker.connection import CONNECTION_EXCEPTIONS
 from consumers.attempt_log import log_attempt
 from consumers.classify import Outcome, Verdict, classify, parse_retry_after
 from consumers.delivery import Delivery, MalformedMessage, dead_headers, parse_delivery, retry_headers
+from consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
 from consumers.http_attempt import AttemptResult, HttpSender
 from consumers.signing import signature_header
 from topology import names
@@ -36,21 +35,12 @@ from topology.backoff import Exhausted, RetryIn, next_step
 from topology.config import DeliverySettings, Endpoint, RetryPolicy
 from topology.delays import delay_routing_key
 
-__all__ = ["DeliveryHooks", "EndpointRunner"]
+__all__ = ["EndpointRunner"]
 
 log = logging.getLogger("warren.worker")
 
 MOVE_FAILURES: tuple[type[Exception], ...] = (aiormq.exceptions.DeliveryError, *CONNECTION_EXCEPTIONS)
 MOVE_FAILURE_PAUSE = 1.0  # seconds before a message whose move failed is handed back to RabbitMQ
-
-
-@dataclass
-class DeliveryHooks:
-    """Seams for what sits around each attempt (limits, breaker, metrics); the defaults do nothing."""
-
-    before_attempt: Callable[[str], Any] | None = None  # awaited with the endpoint name before each POST
-    after_attempt: Callable[[str, AttemptResult, Verdict], None] | None = None
-    on_disable: Callable[[str, str], Any] | None = None  # endpoint, reason (410 Gone)
 
 
 class EndpointRunner:
@@ -233,34 +223,42 @@ class EndpointRunner:
         )
 
     async def _attempt(self, delivery: Delivery) -> tuple[AttemptResult, Verdict, int]:
-        if self.hooks.before_attempt is not None:
-            waited = self.hooks.before_attempt(self.endpoint.name)
-            if asyncio.iscoroutine(waited):
-                await waited
-        attempt_ms = int(time.time() * 1000)
-        timestamp = attempt_ms // 1000
-        headers = {
-            "content-type": "application/json",
-            "webhook-id": delivery.event_id,
-            "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature_header(self.endpoint.secret, delivery.event_id, timestamp, delivery.body),
-        }
-        result = await self.sender.post(
-            self.endpoint.url,
-            delivery.body,
-            headers,
-            timeout=self.endpoint.timeout,
-            connect_timeout=self.endpoint.connect_timeout,
-        )
-        if result.forbidden:
-            verdict = Verdict(Outcome.DEAD, result.error or "address refused")
-        else:
-            verdict = classify(result.status, result.error, self._retry_statuses)
-        if self.hooks.after_attempt is not None:
-            self.hooks.after_attempt(self.endpoint.name, result, verdict)
-        return result, verdict, attempt_ms
+        gates = self.hooks.gates
+        for gate in gates:
+            await gate.acquire(self.endpoint.name)
+        result: AttemptResult | None = None
+        verdict: Verdict | None = None
+        try:
+            attempt_ms = int(time.time() * 1000)
+            timestamp = attempt_ms // 1000
+            headers = {
+                "content-type": "application/json",
+                "webhook-id": delivery.event_id,
+                "webhook-timestamp": str(timestamp),
+                "webhook-signature": signature_header(
+                    self.endpoint.secret, delivery.event_id, timestamp, delivery.body
+                ),
+            }
+            result = await self.sender.post(
+                self.endpoint.url,
+                delivery.body,
+                headers,
+                timeout=self.endpoint.timeout,
+                connect_timeout=self.endpoint.connect_timeout,
+            )
+            if result.forbidden:
+                verdict = Verdict(Outcome.DEAD, result.error or "address refused")
+            else:
+                verdict = classify(result.status, result.error, self._retry_statuses)
+            return result, verdict, attempt_ms
+        finally:
+            for gate in reversed(gates):
+                gate.release(self.endpoint.name, result, verdict)
 
-    def _log(self, delivery: Delivery, attempt: int, result: AttemptResult, outcome: str, delay: float | None) -> None:
+    def _report(
+        self, delivery: Delivery, attempt: int, result: AttemptResult, outcome: str, delay: float | None, at_ms: int
+    ) -> None:
+        """The attempt's log line, and the same facts to every observer (metrics, breaker)."""
         log_attempt(
             event_id=delivery.event_id,
             endpoint=self.endpoint.name,
@@ -271,6 +269,25 @@ class EndpointRunner:
             outcome=outcome,
             next_delay=delay,
         )
+        if self.hooks.observers:
+            record = AttemptRecord(
+                self.endpoint.name,
+                delivery.event_id,
+                attempt,
+                result.status,
+                result.error,
+                result.duration,
+                outcome,
+                delay,
+                delivery.age(at_ms),
+                parse_retry_after(result.retry_after),
+            )
+            for observer in self.hooks.observers:
+                observer(record)
+
+    def _settled(self, how: Settlement) -> None:
+        for callback in self.hooks.settlements:
+            callback(self.endpoint.name, how)
 
     async def _deliver_once(self, message: AbstractIncomingMessage) -> None:
         """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
@@ -283,14 +300,14 @@ class EndpointRunner:
         result, verdict, attempt_ms = await self._attempt(delivery)
         attempt = delivery.attempts_made + 1
         if verdict.outcome is Outcome.DELIVERED:
-            self._log(delivery, attempt, result, "delivered", None)
+            self._report(delivery, attempt, result, "delivered", None, attempt_ms)
             await self._ack(message)
         elif verdict.outcome is Outcome.DISABLE:
-            self._log(delivery, attempt, result, "disabled", None)
+            self._report(delivery, attempt, result, "disabled", None, attempt_ms)
             await self._disable(verdict.reason)
             await self._hand_back(message)
         elif verdict.outcome is Outcome.DEAD:
-            self._log(delivery, attempt, result, "dead", None)
+            self._report(delivery, attempt, result, "dead", None, attempt_ms)
             await self._dead_letter(message, delivery, verdict.reason, result, attempt_ms)
         else:
             step = next_step(
@@ -300,10 +317,10 @@ class EndpointRunner:
                 retry_after=parse_retry_after(result.retry_after),
             )
             if isinstance(step, Exhausted):
-                self._log(delivery, attempt, result, "exhausted", None)
+                self._report(delivery, attempt, result, "exhausted", None, attempt_ms)
                 await self._dead_letter(message, delivery, f"{step.reason}; last: {verdict.reason}", result, attempt_ms)
             else:
-                self._log(delivery, attempt, result, "retry", step.delay)
+                self._report(delivery, attempt, result, "retry", step.delay, attempt_ms)
                 await self._schedule_retry(message, delivery, step, result, attempt_ms)
 
     async def _deliver_in_place(self, message: AbstractIncomingMessage) -> None:
@@ -345,26 +362,26 @@ class EndpointRunner:
                 }
             )
             if verdict.outcome is Outcome.DELIVERED:
-                self._log(current, attempts, result, "delivered", None)
+                self._report(current, attempts, result, "delivered", None, attempt_ms)
                 await self._ack(message)
                 return
             if verdict.outcome is Outcome.DISABLE:
-                self._log(current, attempts, result, "disabled", None)
+                self._report(current, attempts, result, "disabled", None, attempt_ms)
                 await self._disable(verdict.reason)
                 await self._hand_back(message)
                 return
             if verdict.outcome is Outcome.DEAD:
-                self._log(current, attempts, result, "dead", None)
+                self._report(current, attempts, result, "dead", None, attempt_ms)
                 await self._dead_letter(message, current, verdict.reason, result, attempt_ms)
                 return
             step = next_step(
                 attempts, current.age(attempt_ms), self.policy, retry_after=parse_retry_after(result.retry_after)
             )
             if isinstance(step, Exhausted):
-                self._log(current, attempts, result, "exhausted", None)
+                self._report(current, attempts, result, "exhausted", None, attempt_ms)
                 await self._dead_letter(message, current, f"{step.reason}; last: {verdict.reason}", result, attempt_ms)
                 return
-            self._log(current, attempts, result, "retry-in-place", step.delay)
+            self._report(current, attempts, result, "retry-in-place", step.delay, attempt_ms)
             if time.monotonic() - held_since + step.delay > self.delivery.ordered_hold_limit:
                 log.warning(
                     "hold limit reached; handing %s back to the head of its partition",
@@ -377,9 +394,10 @@ class EndpointRunner:
             await asyncio.sleep(step.delay)
 
     # --- settling -------------------------------------------------------------------------------------------
-    async def _ack(self, message: AbstractIncomingMessage) -> None:
+    async def _ack(self, message: AbstractIncomingMessage, how: Settlement = "acked") -> None:
         try:
             await message.ack()
+            self._settled(how)
         except CONNECTION_EXCEPTIONS:
             # The channel is gone; RabbitMQ redelivers the message (a duplicate the receiver drops by webhook-id).
             log.warning("ack lost with the channel; the message will be delivered again", exc_info=False)
@@ -387,6 +405,7 @@ class EndpointRunner:
     async def _hand_back(self, message: AbstractIncomingMessage) -> None:
         with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
             await message.nack(requeue=True)
+            self._settled("handed-back")
 
     async def _publish_then_ack(
         self,
@@ -394,7 +413,7 @@ class EndpointRunner:
         exchange: AbstractExchange | None,
         routing_key: str,
         headers: dict[str, Any],
-        what: str,
+        how: Settlement,
     ) -> None:
         assert exchange is not None
         outgoing = Message(
@@ -413,14 +432,14 @@ class EndpointRunner:
             log.error(
                 "could not move %s to %s (%s); it stays in its queue and will be tried again",
                 message.message_id,
-                what,
+                "the DLQ" if how == "dead-lettered" else "the delay chain",
                 exc or type(exc).__name__,
                 extra={"endpoint": self.endpoint.name},
             )
             await asyncio.sleep(MOVE_FAILURE_PAUSE)
             await self._hand_back(message)
             return
-        await self._ack(message)
+        await self._ack(message, how)
 
     async def _schedule_retry(
         self,
@@ -439,7 +458,7 @@ class EndpointRunner:
             duration=result.duration,
         )
         key = delay_routing_key(step.delay, self.delay_levels, self.queue_names[0])
-        await self._publish_then_ack(message, self._delay_exchange, key, headers, "the delay chain")
+        await self._publish_then_ack(message, self._delay_exchange, key, headers, "retry-scheduled")
 
     async def _dead_letter(
         self,
@@ -461,13 +480,13 @@ class EndpointRunner:
         )
         if result is None:
             log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint.name})
-        await self._publish_then_ack(message, self._dead_exchange, self.endpoint.name, headers, "the DLQ")
+        await self._publish_then_ack(message, self._dead_exchange, self.endpoint.name, headers, "dead-lettered")
 
     async def _disable(self, reason: str) -> None:
         if self.paused_reason is None:
             log.error("endpoint %s disabled: %s", self.endpoint.name, reason, extra={"endpoint": self.endpoint.name})
             await self.pause(f"disabled: {reason}")
-            if self.hooks.on_disable is not None:
-                outcome = self.hooks.on_disable(self.endpoint.name, reason)
-                if asyncio.iscoroutine(outcome):
+            for callback in self.hooks.on_disable:
+                outcome = callback(self.endpoint.name, reason)
+                if outcome is not None:
                     await outcome

@@ -18,7 +18,8 @@ import aiohttp
 from aio_pika.abc import AbstractRobustConnection
 
 from broker.connection import connect
-from consumers.endpoint_runner import DeliveryHooks, EndpointRunner
+from consumers.endpoint_runner import EndpointRunner
+from consumers.hooks import DeliveryHooks
 from consumers.http_attempt import HttpSender, new_session
 from consumers.partition_claims import PartitionClaims
 from topology.config import WarrenConfig

@@ -1,0 +1,52 @@
+"""The seams around each delivery: gates that may hold an attempt back, observers told what happened.
+
+The endpoint runner knows nothing of circuit breakers, rate limits or metrics; they plug in here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from consumers.classify import Verdict
+from consumers.http_attempt import AttemptResult
+
+__all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "Settlement"]
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One finished attempt, as logged: what observers (metrics, breakers) receive."""
+
+    endpoint: str
+    event_id: str
+    attempt: int  # 1-based number of this attempt
+    status: int | None
+    error: str | None
+    duration: float  # seconds the HTTP request took
+    outcome: str  # delivered | retry | retry-in-place | exhausted | dead | disabled
+    next_delay: float | None
+    age: float  # seconds since the event was published (or replayed)
+    retry_after: float | None  # what the endpoint asked for, if it did
+
+
+# How a message left the worker: acked after delivery, moved into the delay chain, moved to the DLQ, or
+# handed back to its queue (shutdown, pause, a failed move).
+Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back"
+
+
+class DeliveryGate(Protocol):
+    """Holds an attempt back until it may go (circuit, concurrency, rate); told when it is over."""
+
+    async def acquire(self, endpoint: str) -> None: ...
+
+    def release(self, endpoint: str, result: AttemptResult | None, verdict: Verdict | None) -> None: ...
+
+
+@dataclass
+class DeliveryHooks:
+    gates: list[DeliveryGate] = field(default_factory=list)
+    observers: list[Callable[[AttemptRecord], None]] = field(default_factory=list)
+    settlements: list[Callable[[str, Settlement], None]] = field(default_factory=list)  # endpoint, how
+    on_disable: list[Callable[[str, str], Awaitable[None] | None]] = field(default_factory=list)  # endpoint, reason
