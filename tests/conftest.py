@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -13,6 +14,7 @@ import pytest
 from broker.management import ManagementClient
 from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_available, from_environment
 from topology.config import WarrenConfig
+from topology.errors import ManagementError
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -55,9 +57,26 @@ async def vhost(rabbit_server: RabbitServer) -> AsyncIterator[str]:
         name,
         timeout=300,  # creating or deleting a vhost with many quorum queues can take a minute on 3.10
     ) as api:
-        await api.create_vhost(name, rabbit_server.user)
-        yield name
-        await api.delete_vhost(name)
+        try:
+            await _create_vhost(api, name, rabbit_server.user)
+            yield name
+        finally:
+            await api.delete_vhost(name)
+
+
+async def _create_vhost(api: ManagementClient, name: str, user: str) -> None:
+    """Create the vhost; a busy broker may drop the request after creating it, so check before failing."""
+    for attempt in range(3):
+        try:
+            await api.create_vhost(name, user)
+            return
+        except ManagementError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(1)
+            if await api.vhost_exists():
+                await api.create_vhost(name, user)  # idempotent: sets the permissions again
+                return
 
 
 def _mgmt_base(server: RabbitServer) -> str:

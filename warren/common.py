@@ -9,6 +9,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from topology.config import ConfigError, WarrenConfig, load_config
 from topology.errors import WarrenError
@@ -30,7 +31,8 @@ EXIT_FAILURE = 1  # the operation failed (broker down, drift found, ...)
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Escaped: messages quote names and binding keys such as [order.*], which rich would take for markup.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -1,0 +1,291 @@
+"""``warren setup``: apply the plan to RabbitMQ, all or nothing.
+
+The order matters. First check what the broker can do (plugins) and what it already has (drift, through
+the management API); only when nothing differs from the plan is anything declared, so a failed setup never
+leaves half a topology. Then declare every planned object through AMQP, which is idempotent for objects that
+are already there as planned. Last, report (or with ``prune``, delete) the leftovers the plan dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
+from broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
+from broker.management import ManagementClient
+from broker.prune import LeftoverOutcome, preview, prune, report_only
+from topology import names
+from topology.config import WarrenConfig
+from topology.errors import BrokerUnavailable, TopologyError
+from topology.plan import Plan
+from topology.planner import plan_topology
+
+__all__ = [
+    "PLUGIN_EXCHANGE_TYPES",
+    "SetupFailed",
+    "SetupReport",
+    "apply_setup",
+    "check_plugins",
+    "counts",
+    "plugin_problems",
+]
+
+# Exchange types that only a plugin provides: the plugin to enable for each.
+PLUGIN_EXCHANGE_TYPES = {"x-consistent-hash": "rabbitmq_consistent_hash_exchange"}
+
+
+def plugin_problems(plan: Plan | None, available: Iterable[str]) -> list[str]:
+    """What the broker lacks for ``plan`` (or, without a plan, for any plan Warren makes), one line each."""
+    have = set(available)
+    needed: dict[str, list[str]] = {kind: [] for kind in PLUGIN_EXCHANGE_TYPES} if plan is None else {}
+    for exchange in plan.exchanges if plan is not None else ():
+        needed.setdefault(exchange.type, []).append(exchange.name)
+    problems = []
+    for kind, users in needed.items():
+        if kind in have:
+            continue
+        plugin = PLUGIN_EXCHANGE_TYPES.get(kind)
+        used_by = f" (needed by {', '.join(users)})" if users else ""
+        if plugin is None:
+            problems.append(f"exchange type '{kind}'{used_by} is not available on the broker")
+        else:
+            problems.append(
+                f"exchange type '{kind}'{used_by} is not available: the RabbitMQ plugin {plugin} is not enabled; "
+                f"enable it with `rabbitmq-plugins enable {plugin}` (Warren enables nothing by itself)"
+            )
+    return problems
+
+
+async def check_plugins(management: ManagementClient, plan: Plan | None = None) -> list[str]:
+    """Problems with the broker's plugins for ``plan``; an empty list when everything needed is there."""
+    return plugin_problems(plan, await management.exchange_types())
+
+
+@dataclass
+class SetupReport:
+    """What setup found and did. ``objects`` lists every planned object in plan order."""
+
+    vhost: str
+    prefix: str
+    dry_run: bool = False
+    prune: bool = False
+    plugin_problems: list[str] = field(default_factory=list)
+    objects: list[ObjectCheck] = field(default_factory=list)
+    leftovers: list[LeftoverOutcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    applied: bool = False  # whether anything was declared (False on a dry run and on failure)
+
+    def count(self, kind: Kind, status: str) -> int:
+        return sum(1 for o in self.objects if o.kind == kind and o.status == status)
+
+    @property
+    def drift(self) -> list[ObjectCheck]:
+        return [o for o in self.objects if o.status == "differs"]
+
+    @property
+    def to_create(self) -> list[ObjectCheck]:
+        return [o for o in self.objects if o.status == "create"]
+
+    @property
+    def deleted(self) -> list[LeftoverOutcome]:
+        return [x for x in self.leftovers if x.action == "deleted"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.drift and not self.plugin_problems
+
+    @property
+    def no_change(self) -> bool:
+        """Nothing to create, nothing different, nothing deleted (leftovers may still be reported)."""
+        return (
+            self.ok
+            and not self.to_create
+            and not self.deleted
+            and not any(x.action == "would delete" for x in self.leftovers)
+        )
+
+    def failure_message(self) -> str:
+        """Every problem, one per line, with how to fix each: the message of SetupFailed."""
+        problems = len(self.plugin_problems) + len(self.drift)
+        lines = [
+            f"setup stopped before declaring anything (vhost '{self.vhost}', prefix '{self.prefix}'): "
+            f"{problems} problem{'s' if problems != 1 else ''}"
+        ]
+        lines += [f"  {problem}" for problem in self.plugin_problems]
+        for check in self.drift:
+            lines.append(f"  {check.kind} '{check.name}' differs from the plan:")
+            lines += [f"    - {difference.describe()}" for difference in check.differences]
+            lines.append(f"    how to migrate: {check.hint}")
+        return "\n".join(lines)
+
+
+class SetupFailed(TopologyError):
+    """The broker cannot take the plan as it is (drift or a missing plugin); nothing was declared."""
+
+    def __init__(self, report: SetupReport) -> None:
+        super().__init__(report.failure_message())
+        self.report = report
+
+
+@dataclass(frozen=True)
+class _BrokerState:
+    exchanges: dict[str, dict[str, Any]]
+    queues: dict[str, dict[str, Any]]
+    bindings: list[dict[str, Any]]
+
+
+async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
+    if not await api.vhost_exists():
+        raise TopologyError(
+            f"vhost '{api.vhost}' does not exist on the broker: create it (`rabbitmqctl add_vhost {api.vhost}` "
+            "and grant the user permissions) or fix the vhost in broker.url"
+        )
+    exchanges = {record["name"]: record for record in await api.exchanges()}
+    queues = {record["name"]: record for record in await api.queues()}
+    # The list endpoints can lag just-declared objects; ask for each planned one it misses by name.
+    for planned_exchange in plan.exchanges:
+        if planned_exchange.name not in exchanges and (found := await api.exchange(planned_exchange.name)):
+            exchanges[planned_exchange.name] = found
+    for planned_queue in plan.queues:
+        if planned_queue.name not in queues and (found := await api.queue(planned_queue.name)):
+            queues[planned_queue.name] = found
+    bindings = [b for b in await api.bindings() if b.get("source")]  # "" is the default exchange's
+    return _BrokerState(exchanges, queues, bindings)
+
+
+def _partition_warnings(plan: Plan, checks: list[ObjectCheck], leftovers: Iterable[Leftover]) -> list[str]:
+    """A live consistent-hash exchange whose partitions change remaps keys: say so, it breaks order."""
+    status = {(c.kind, c.name): c.status for c in checks}
+    warnings = []
+    for exchange in plan.exchanges:
+        if exchange.type != "x-consistent-hash" or status.get(("exchange", exchange.name)) != "same":
+            continue
+        added = any(
+            c.kind == "binding" and c.status == "create" and c.name.startswith(f"{exchange.name} → ") for c in checks
+        )
+        removed = any(x.kind == "queue" and x.name.startswith(f"{exchange.name}.p") for x in leftovers)
+        if added or removed:
+            warnings.append(
+                f"the partitions of '{exchange.name}' change while it exists: some ordering keys move to another "
+                "partition, and events of a moving key already queued can be delivered out of order; drain the "
+                "endpoint first when strict order matters"
+            )
+    return warnings
+
+
+def _still_fed_warnings(
+    plan: Plan, prefix: str, leftovers: Iterable[Leftover], bindings: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Leftovers still bound from a planned exchange keep receiving events that no worker of the plan reads."""
+    # The delay chain's last hop is left out: it only returns retries already in flight.
+    sources = {e.name for e in plan.exchanges} - {names.delay_due_exchange(prefix)}
+    left = {x.name for x in leftovers if x.kind != "binding"}
+    fed: dict[str, list[str]] = {}
+    for record in bindings:
+        if record.get("destination") in left and record.get("source") in sources:
+            fed.setdefault(record["destination"], []).append(record["source"])
+    return [
+        f"'{name}' is not in the plan but still bound from {', '.join(sorted(set(via)))}: it keeps receiving "
+        "events that no worker reads; `warren setup --prune` unbinds it (and deletes it when empty)"
+        for name, via in sorted(fed.items())
+    ]
+
+
+async def _declare(connection: AbstractConnection, plan: Plan) -> None:
+    """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned."""
+    channel = await connection.channel()
+    raw = await channel.get_underlay_channel()
+    what = ""
+    try:
+        for exchange in plan.exchanges:
+            what = f"exchange '{exchange.name}'"
+            await raw.exchange_declare(
+                exchange.name, exchange_type=exchange.type, durable=exchange.durable, arguments=dict(exchange.arguments)
+            )
+        for queue in plan.queues:
+            what = f"queue '{queue.name}'"
+            await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
+        for binding in plan.bindings:
+            what = f"binding {binding.source} → {binding.destination} [{binding.routing_key}]"
+            if binding.destination_type == "queue":
+                await raw.queue_bind(
+                    binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
+                )
+            else:
+                await raw.exchange_bind(
+                    destination=binding.destination,
+                    source=binding.source,
+                    routing_key=binding.routing_key,
+                    arguments=dict(binding.arguments),
+                )
+    except aiormq.exceptions.ChannelPreconditionFailed as exc:
+        raise TopologyError(
+            f"RabbitMQ refused {what} ({exc}); it changed on the broker while setup ran: run `warren setup` again"
+        ) from exc
+    except aiormq.exceptions.ChannelAccessRefused as exc:
+        raise TopologyError(f"RabbitMQ refused {what}: the user may not configure it ({exc})") from exc
+    except aiormq.exceptions.AMQPChannelError as exc:
+        raise TopologyError(f"RabbitMQ refused {what}: {exc}") from exc
+    finally:
+        if not channel.is_closed:
+            await channel.close()
+
+
+async def apply_setup(
+    config: WarrenConfig,
+    *,
+    dry_run: bool = False,
+    prune_leftovers: bool = False,
+    force: bool = False,
+    plan: Plan | None = None,
+) -> SetupReport:
+    """Check, then declare the plan of ``config``; report leftovers and, with ``prune_leftovers``, delete them.
+
+    Raises SetupFailed (with the report) when a plugin is missing or an object differs from the plan, before
+    declaring anything; BrokerUnavailable or ManagementError when the broker cannot be reached.
+    """
+    plan = plan or plan_topology(config)
+    broker = config.broker
+    report = SetupReport(broker.vhost, broker.prefix, dry_run=dry_run, prune=prune_leftovers)
+    async with ManagementClient.from_settings(broker) as api:
+        report.plugin_problems = await check_plugins(api, plan)
+        state = await _read_state(api, plan)
+    report.objects = compare(plan, state.exchanges.values(), state.queues.values(), state.bindings)
+    leftovers = find_leftovers(plan, broker.prefix, state.exchanges.values(), state.queues.values(), state.bindings)
+    report.leftovers = report_only(leftovers, state.queues)
+    report.warnings = _partition_warnings(plan, report.objects, leftovers)
+    if dry_run or not prune_leftovers:  # pruning unbinds them
+        report.warnings += _still_fed_warnings(plan, broker.prefix, leftovers, state.bindings)
+    if not report.ok:
+        raise SetupFailed(report)
+    if dry_run:
+        if prune_leftovers:
+            report.leftovers = preview(leftovers, state.queues, force)
+        return report
+    connection = await connect(broker.url, name="warren-setup")
+    try:
+        await _declare(connection, plan)
+        report.applied = True
+        if prune_leftovers and leftovers:
+            report.leftovers = await prune(connection, leftovers, state.bindings, force)
+    except aiormq.exceptions.AMQPChannelError as exc:
+        # Declaration errors are mapped in _declare; this one came from pruning, after the plan was applied.
+        raise TopologyError(f"the plan is applied, but pruning a leftover failed: {exc}; run setup again") from exc
+    except CONNECTION_EXCEPTIONS as exc:
+        raise BrokerUnavailable(
+            f"lost the connection to RabbitMQ at {redact_url(broker.url)} during setup: {exc}"
+        ) from exc
+    finally:
+        await connection.close()
+    return report
+
+
+def counts(report: SetupReport) -> Mapping[Kind, tuple[int, int, int]]:
+    """Per kind: (to create or created, already present, differing)."""
+    kinds: tuple[Kind, ...] = ("exchange", "queue", "binding")
+    return {k: (report.count(k, "create"), report.count(k, "same"), report.count(k, "differs")) for k in kinds}

@@ -1,0 +1,57 @@
+"""The binary delay chain on a real RabbitMQ: every level, and composite delays, hold a message for its delay
+and then return it to the endpoint's work queue."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import aio_pika
+import pytest
+
+from broker.applier import apply_setup
+from tests.support.setup_helpers import Collector
+from topology import names
+from topology.config import WarrenConfig
+from topology.delays import delay_routing_key
+from topology.planner import plan_topology
+
+pytestmark = pytest.mark.broker
+
+# Lateness allowed after the delay: each level a message waits in is one quorum-queue expiry and one
+# dead-letter hop (about 2 ms each here; 20 ms for all ten), plus scheduling noise on a shared, busy machine.
+LATE = 0.15
+# Earliness allowed: RabbitMQ keeps TTLs in whole milliseconds.
+EARLY = 0.002
+COMPOSITE_MS = (0, 5, 300, 777, 1000, 1023)
+
+
+async def test_each_level_and_composite_delays_return_to_the_work_queue_in_time(
+    make_config: Callable[..., WarrenConfig], amqp_url: str, prefix: str
+) -> None:
+    # Given the topology of a 1 s cap: 10 levels, 1 ms to 512 ms
+    config = make_config([{"name": "acme", "url": "http://127.0.0.1:9/acme", "events": ["message.*"]}])
+    plan = plan_topology(config)
+    assert plan.delay_levels == 10
+    await apply_setup(config)
+    work = names.work_queue(prefix, "acme")
+    delays_ms = sorted({1 << k for k in range(plan.delay_levels)} | set(COMPOSITE_MS))
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        channel = await connection.channel(publisher_confirms=True)
+        top = await channel.get_exchange(names.delay_exchange(prefix, plan.delay_levels - 1), ensure=False)
+        sent: dict[str, float] = {}
+        consumer = await connection.channel()
+        # When one message per delay enters the top of the chain, a consumer waiting on the work queue
+        async with Collector(consumer, [work]) as collector:
+            for delay in delays_ms:
+                key = delay_routing_key(delay / 1000, plan.delay_levels, work)
+                sent[str(delay)] = time.monotonic()
+                await top.publish(aio_pika.Message(b"{}", message_id=str(delay)), routing_key=key, mandatory=True)
+            arrivals = await collector.wait(len(delays_ms), timeout=5.0)
+    # Then every message comes back to the work queue after its delay, neither early nor much later
+    waited = {a.message.message_id: a.at - sent[a.message.message_id or ""] for a in arrivals}
+    assert sorted(waited, key=int) == [str(d) for d in delays_ms], "every message came back"
+    for delay in delays_ms:
+        seconds = delay / 1000
+        assert seconds - EARLY <= waited[str(delay)] <= seconds + LATE, (delay, waited[str(delay)])

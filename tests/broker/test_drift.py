@@ -1,0 +1,187 @@
+"""Drift detection and plugin checks as pure functions, on management API records written by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.applier import plugin_problems
+from broker.drift import ABSENT, Difference, compare, compare_bindings, compare_exchange, compare_queue, find_leftovers
+from topology.config import WarrenConfig
+from topology.plan import Binding, Exchange, Queue
+from topology.planner import plan_topology
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+def _config(*endpoints: dict[str, Any], cap: str = "1s") -> WarrenConfig:
+    return WarrenConfig(
+        broker={"prefix": "w"},
+        retry={"base": "100ms", "cap": cap},
+        endpoints=[{"url": "https://example.com/h", "secret": SECRET, **e} for e in endpoints],
+    )
+
+
+def _queue_record(queue: Queue, **changes: Any) -> dict[str, Any]:
+    """The management API's record of ``queue`` as declared, with ``changes`` applied."""
+    record = {
+        "name": queue.name,
+        "durable": True,
+        "auto_delete": False,
+        "exclusive": False,
+        "type": queue.arguments.get("x-queue-type", "classic"),
+        "arguments": dict(queue.arguments),
+    }
+    record.update(changes)
+    return record
+
+
+def _exchange_record(exchange: Exchange, **changes: Any) -> dict[str, Any]:
+    record = {
+        "name": exchange.name,
+        "type": exchange.type,
+        "durable": True,
+        "auto_delete": False,
+        "internal": False,
+        "arguments": dict(exchange.arguments),
+    }
+    record.update(changes)
+    return record
+
+
+def _binding_record(binding: Binding, **changes: Any) -> dict[str, Any]:
+    record = {
+        "source": binding.source,
+        "destination": binding.destination,
+        "destination_type": binding.destination_type,
+        "routing_key": binding.routing_key,
+        "arguments": dict(binding.arguments),
+    }
+    record.update(changes)
+    return record
+
+
+def _as_declared(plan: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    return (
+        [_exchange_record(e) for e in plan.exchanges],
+        [_queue_record(q) for q in plan.queues],
+        [_binding_record(b) for b in plan.bindings],
+    )
+
+
+def test_an_empty_broker_needs_everything_created() -> None:
+    plan = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
+    checks = compare(plan, [], [], [])
+    assert len(checks) == len(plan.exchanges) + len(plan.queues) + len(plan.bindings)
+    assert {c.status for c in checks} == {"create"}
+
+
+def test_a_broker_holding_the_plan_is_the_same_everywhere() -> None:
+    plan = plan_topology(
+        _config({"name": "acme", "events": ["a.*"]}, {"name": "bill", "events": ["o.#"], "ordering": "key"})
+    )
+    exchanges, queues, bindings = _as_declared(plan)
+    assert {c.status for c in compare(plan, exchanges, queues, bindings)} == {"same"}
+    assert find_leftovers(plan, "w", exchanges, queues, bindings) == []
+
+
+def test_every_differing_queue_argument_is_listed_with_both_values() -> None:
+    queue = Queue("w.ep.acme.q", {"x-queue-type": "quorum"}, endpoint="acme")
+    record = _queue_record(queue, type="classic", arguments={"x-queue-type": "classic", "x-message-ttl": 5000})
+    check = compare_queue(queue, record)
+    assert check.status == "differs"
+    assert set(check.differences) == {
+        Difference("x-message-ttl", 5000, ABSENT),
+        Difference("x-queue-type", "classic", "quorum"),
+    }
+    assert "drain" in check.hint and "acme" in check.hint
+    assert check.differences[0].describe() == "x-message-ttl is 5000 on the broker, absent in the plan"
+
+
+def test_a_queue_declared_without_a_type_is_classic() -> None:
+    queue = Queue("w.ep.acme.q", {"x-queue-type": "classic"})
+    assert compare_queue(queue, _queue_record(queue, arguments={})).status == "same"
+
+
+def test_true_and_one_are_different_arguments() -> None:
+    queue = Queue("w.ep.b.p00", {"x-queue-type": "quorum", "x-single-active-consumer": True})
+    record = _queue_record(queue, arguments={"x-queue-type": "quorum", "x-single-active-consumer": 1})
+    assert compare_queue(queue, record).status == "differs"
+
+
+def test_non_durable_queue_differs() -> None:
+    queue = Queue("w.ep.acme.dlq", {"x-queue-type": "classic"})
+    check = compare_queue(queue, _queue_record(queue, durable=False))
+    assert check.differences == (Difference("durable", False, True),)
+
+
+def test_exchange_type_and_arguments_differ() -> None:
+    exchange = Exchange("w.ep.bill", "x-consistent-hash", {"hash-header": "warren-key"})
+    check = compare_exchange(exchange, _exchange_record(exchange, type="fanout", arguments={}))
+    assert set(check.differences) == {
+        Difference("type", "fanout", "x-consistent-hash"),
+        Difference("hash-header", ABSENT, "warren-key"),
+    }
+    assert "drain" in check.hint
+
+
+def test_bindings_compare_exactly_on_key_and_arguments() -> None:
+    planned = [Binding("w.events", "w.ep.acme", "exchange", "a.*"), Binding("w.ep.x", "w.ep.x.p00", "queue", "1")]
+    existing = [
+        _binding_record(planned[0]),
+        _binding_record(planned[1], routing_key="2"),
+    ]
+    assert [c.status for c in compare_bindings(planned, existing)] == ["same", "create"]
+    with_args = [_binding_record(planned[0], arguments={"x-match": "all"})]
+    assert compare_bindings(planned[:1], with_args)[0].status == "create"
+
+
+def test_removed_endpoint_and_stale_delay_level_are_leftovers() -> None:
+    # Given a broker declared for two endpoints and a 1 h cap
+    old = plan_topology(_config({"name": "acme", "events": ["a.*"]}, {"name": "gone", "events": ["g.*"]}, cap="1h"))
+    exchanges, queues, bindings = _as_declared(old)
+    foreign = {"name": "w.control", "type": "fanout", "durable": True, "arguments": {}}
+    # When the configuration drops one endpoint and the cap shrinks to 1 s
+    new = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
+    leftovers = find_leftovers(new, "w", [*exchanges, foreign], queues, bindings)
+    # Then the endpoint's objects and the unneeded delay levels are leftovers, and nothing else is
+    by_name = {x.name: x for x in leftovers}
+    assert {"w.ep.gone", "w.ep.gone.q", "w.ep.gone.dlq"} <= set(by_name)
+    assert by_name["w.ep.gone.q"].endpoint == "gone"
+    assert "no longer configured" in by_name["w.ep.gone"].reason
+    levels = {x.name for x in leftovers if ".delay." in x.name}
+    assert levels == {f"w.delay.l{k:02d}{s}" for k in range(new.delay_levels, old.delay_levels) for s in ("", ".q")}
+    assert "w.control" not in by_name
+    assert all(x.kind != "binding" for x in leftovers), "bindings to leftovers go with them"
+
+
+def test_a_dropped_event_pattern_is_a_leftover_binding() -> None:
+    old = plan_topology(_config({"name": "acme", "events": ["a.*", "b.*"]}))
+    exchanges, queues, bindings = _as_declared(old)
+    new = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
+    leftovers = find_leftovers(new, "w", exchanges, queues, bindings)
+    assert [(x.kind, x.source, x.destination, x.routing_key) for x in leftovers] == [
+        ("binding", "w.events", "w.ep.acme", "b.*")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ordering", "available", "expected"),
+    [
+        ("key", {"topic", "direct", "fanout", "x-consistent-hash"}, 0),
+        ("key", {"topic", "direct", "fanout"}, 1),
+        ("none", {"topic", "direct", "fanout"}, 0),
+    ],
+)
+def test_plugin_problems_name_the_plugin_and_the_command(ordering: str, available: set[str], expected: int) -> None:
+    plan = plan_topology(_config({"name": "bill", "events": ["o.*"], "ordering": ordering}))
+    problems = plugin_problems(plan, available)
+    assert len(problems) == expected
+    for problem in problems:
+        assert "rabbitmq-plugins enable rabbitmq_consistent_hash_exchange" in problem
+        assert "w.ep.bill" in problem
+
+
+def test_without_a_plan_every_plugin_type_is_required() -> None:
+    assert plugin_problems(None, {"topic"}) and not plugin_problems(None, {"x-consistent-hash"})

@@ -1,0 +1,122 @@
+"""``warren setup``: declare the planned topology on RabbitMQ, or say exactly why it cannot."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from broker.applier import SetupFailed, SetupReport, apply_setup, counts
+from broker.prune import LeftoverOutcome
+from topology.config import WarrenConfig
+from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+
+__all__ = ["register", "render_report"]
+
+_PLURAL = {"exchange": "exchanges", "queue": "queues", "binding": "bindings"}
+_ACTION_STYLE = {
+    "deleted": "red",
+    "would delete": "red",
+    "kept": "yellow",
+    "would keep": "yellow",
+    "reported": "yellow",
+    "gone": "dim",
+}
+
+
+def _summary_table(report: SetupReport) -> Table:
+    created = "would create" if report.dry_run or not report.ok else "created"
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("")
+    table.add_column(created, justify="right", style="green")
+    table.add_column("already present", justify="right")
+    table.add_column("differs", justify="right", style="red")
+    for kind, (new, same, differs) in counts(report).items():
+        table.add_row(_PLURAL[kind], str(new), str(same), str(differs))
+    return table
+
+
+def _say(text: str) -> None:
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _leftover_line(outcome: LeftoverOutcome) -> str:
+    leftover = outcome.leftover
+    style = _ACTION_STYLE.get(outcome.action, "")
+    action = "not in the plan" if outcome.action == "reported" else outcome.action
+    why = leftover.reason
+    if outcome.action == "reported" and outcome.messages is not None:
+        why += f", {outcome.messages} messages"
+    if outcome.detail:
+        why += f" ({outcome.detail})"
+    return f"  [{style}]{action}[/] {leftover.kind} [bold]{escape(leftover.name)}[/]: {escape(why)}"
+
+
+def render_report(report: SetupReport) -> None:
+    """The report as the CLI prints it: a count table, then what changes, leftovers and warnings."""
+    mode = " · dry run, nothing changed" if report.dry_run else ""
+    _say(f"[bold]warren setup[/] · vhost '{escape(report.vhost)}' · prefix '{report.prefix}'{mode}")
+    console.print(_summary_table(report))
+    verb = "would create" if report.dry_run or not report.ok else "created"
+    for check in report.objects:
+        if check.status == "create":
+            _say(f"  [green]{verb}[/] {check.kind} {escape(check.name)}")
+        elif check.status == "differs":
+            _say(f"  [red]differs[/] {check.kind} [bold]{escape(check.name)}[/]")
+            for difference in check.differences:
+                _say(f"      {escape(difference.describe())}")
+    if report.leftovers:
+        _say("[bold]Leftovers[/] (in Warren's namespaces, not in the plan):")
+        for outcome in report.leftovers:
+            _say(_leftover_line(outcome))
+        if not report.prune:
+            _say("  [dim]`warren setup --prune` deletes them (queues only when empty; add --force for the rest)[/]")
+    for warning in report.warnings:
+        _say(f"[yellow]warning:[/] {escape(warning)}")
+    if not report.ok:
+        return
+    if report.no_change:
+        _say(f"[bold green]No change[/]: all {len(report.objects)} planned objects already match the plan.")
+    elif report.dry_run:
+        doomed = sum(1 for x in report.leftovers if x.action == "would delete")
+        also = f" and {doomed} leftovers deleted" if doomed else ""
+        _say(f"Dry run: {len(report.to_create)} objects would be created{also}; run without --dry-run to apply.")
+    else:
+        present = len(report.objects) - len(report.to_create)
+        deleted = f", {len(report.deleted)} leftovers deleted" if report.deleted else ""
+        _say(f"[bold green]Done[/]: {len(report.to_create)} objects created, {present} already present{deleted}.")
+
+
+async def _setup(settings: WarrenConfig, dry_run: bool, prune: bool, force: bool) -> SetupReport | SetupFailed:
+    try:
+        return await apply_setup(settings, dry_run=dry_run, prune_leftovers=prune, force=force)
+    except SetupFailed as exc:
+        return exc
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("setup")
+    def setup(
+        config: ConfigOption = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Print what would be created or found different; change nothing.")
+        ] = False,
+        prune: Annotated[
+            bool,
+            typer.Option("--prune", help="Delete leftovers of removed endpoints and delay levels (empty queues only)."),
+        ] = False,
+        force: Annotated[
+            bool, typer.Option("--force", help="With --prune: delete leftover queues even when they hold messages.")
+        ] = False,
+    ) -> None:
+        """Declare the topology on RabbitMQ: idempotent, all or nothing, and explicit about drift."""
+        settings = load(config)
+        if force and not prune:
+            fail("--force only applies with --prune", EXIT_USAGE)
+        outcome = run(_setup(settings, dry_run, prune, force))
+        if isinstance(outcome, SetupFailed):
+            render_report(outcome.report)
+            fail(str(outcome))
+        render_report(outcome)
