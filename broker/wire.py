@@ -21,7 +21,10 @@ __all__ = [
     "H_LAST_STATUS",
     "H_PUBLISHED",
     "H_REPLAYED",
+    "H_REQUEST_HEADERS",
     "H_SEQUENCE",
+    "H_SHOVELLED",
+    "H_SOURCE",
     "RABBITMQ_DEATH_HEADERS",
 ]
 
@@ -38,6 +41,9 @@ H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"
 H_HISTORY = "warren-history"  # JSON list of the last few attempts, bounded
 H_REPLAYED = "warren-replayed"  # set by replay: the worker starts a fresh attempt budget
+H_SHOVELLED = "x-shovelled"  # added by a shovel with dest-add-forward-headers: marks a shovel replay [3.10.8]
+H_SOURCE = "warren-source"  # inbound: the configured source a received webhook came from
+H_REQUEST_HEADERS = "warren-request-headers"  # inbound: the HTTP request's headers (a table, names lowercased)
 
 # RabbitMQ's own dead-letter bookkeeping. It must be stripped before a message re-enters the delay chain:
 # a message carrying its old x-death back into the same TTL cycle is dropped as a dead-letter cycle.

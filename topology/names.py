@@ -15,6 +15,9 @@ __all__ = [
     "dlq",
     "endpoint_exchange",
     "events_exchange",
+    "inbound_dead_key",
+    "inbound_dlq",
+    "inbound_queue",
     "operator_exchange",
     "partition_queue",
     "queue_endpoint",
@@ -46,6 +49,21 @@ def partition_queue(prefix: str, endpoint: str, index: int) -> str:
 def dlq(prefix: str, endpoint: str) -> str:
     """The endpoint's dead-letter queue."""
     return f"{prefix}.ep.{endpoint}.dlq"
+
+
+def inbound_queue(prefix: str, source: str) -> str:
+    """The queue of webhooks received from an inbound source, consumed by ``warren inbox``."""
+    return f"{prefix}.in.{source}"
+
+
+def inbound_dlq(prefix: str, source: str) -> str:
+    """The dead-letter queue of an inbound source."""
+    return f"{prefix}.in.{source}.dlq"
+
+
+def inbound_dead_key(source: str) -> str:
+    """The routing key on the dead exchange for an inbound source (``in.`` keeps it apart from endpoint names)."""
+    return f"in.{source}"
 
 
 def dead_exchange(prefix: str) -> str:

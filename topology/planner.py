@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from topology import names
-from topology.config import Endpoint, WarrenConfig
+from topology.config import Endpoint, InboundSource, WarrenConfig
 from topology.delays import level_count
 from topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
@@ -74,6 +74,21 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
     return [exchange], queues, bindings
 
 
+def _inbound_objects(config: WarrenConfig, source: InboundSource) -> tuple[list[Queue], list[Binding]]:
+    """A received-webhooks queue per source, fed by ``warren receive`` through the default exchange."""
+    prefix, qtype = config.broker.prefix, config.broker.queue_type
+    queue = Queue(names.inbound_queue(prefix, source.name), queue_arguments(qtype), role=f"inbound {source.name}")
+    dead = Queue(
+        names.inbound_dlq(prefix, source.name), queue_arguments(qtype), role=f"inbound {source.name} dead letters"
+    )
+    bindings = [
+        # Retries of a failed handler come back through the delay chain, like outgoing deliveries.
+        Binding(names.delay_due_exchange(prefix), queue.name, "queue", f"#.{queue.name}"),
+        Binding(names.dead_exchange(prefix), dead.name, "queue", names.inbound_dead_key(source.name)),
+    ]
+    return [queue, dead], bindings
+
+
 def _delay_objects(prefix: str, qtype: str, levels: int) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     exchanges = [Exchange(names.delay_due_exchange(prefix), "topic")]
     queues: list[Queue] = []
@@ -98,6 +113,7 @@ def plan_topology(config: WarrenConfig) -> Plan:
     """Every exchange, queue and binding the configuration needs."""
     prefix, qtype = config.broker.prefix, config.broker.queue_type
     longest = max([config.retry.longest_delay] + [e.retry_policy(config.retry).longest_delay for e in config.endpoints])
+    longest = max([longest] + [s.retry_policy(config.retry).longest_delay for s in config.inbound])
     levels = level_count(longest)
     exchanges = [
         Exchange(names.events_exchange(prefix), "topic"),
@@ -109,6 +125,10 @@ def plan_topology(config: WarrenConfig) -> Plan:
     for endpoint in config.endpoints:
         e, q, b = _endpoint_objects(config, endpoint)
         exchanges += e
+        queues += q
+        bindings += b
+    for source in config.inbound:
+        q, b = _inbound_objects(config, source)
         queues += q
         bindings += b
     return Plan(tuple(exchanges), tuple(queues), tuple(bindings), levels)

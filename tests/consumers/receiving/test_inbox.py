@@ -1,0 +1,212 @@
+"""Inbound end to end on the real RabbitMQ: receive -> inbound queue -> inbox -> handler, exactly once.
+
+The receiver app serves on 127.0.0.1, the inbox consumes in the same event loop, and the store is a SQLite
+file; retries travel through the real delay chain with millisecond delays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import aio_pika
+import orjson
+import pytest
+from aio_pika.abc import AbstractRobustConnection
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from broker import wire
+from broker.management import ManagementClient
+from consumers.receiving.inbox import Inbox
+from consumers.receiving.receiver import build_receiver_app
+from consumers.receiving.stores.sqlite import SqliteStore
+from tests.support import inbox_handlers
+from tests.support.declare import declare_plan
+from tests.support.effects import create_effects_table, effect_rows
+from topology import names
+from topology.config import ConfigError, WarrenConfig
+from topology.planner import plan_topology
+
+pytestmark = pytest.mark.broker
+
+FAST_RETRY = {"base": "50ms", "factor": 2, "cap": "1s", "jitter": "none", "max_attempts": 5}
+
+
+def _source(name: str, handler: str, **extra: object) -> dict[str, object]:
+    return {
+        "name": name,
+        "verifier": "none",
+        "id_field": "id",
+        "handler": f"tests.support.inbox_handlers:{handler}",
+        **extra,
+    }
+
+
+@dataclass
+class Rig:
+    config: WarrenConfig
+    client: TestClient[web.Request, web.Application]
+    inbox: Inbox
+    store: SqliteStore
+    connection: AbstractRobustConnection
+
+    async def post(self, source: str, payload: dict[str, object]) -> int:
+        response = await self.client.post(f"/in/{source}", data=orjson.dumps(payload))
+        return response.status
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met in {timeout}s; inbox stats {dict(self.inbox.stats)}")
+            await asyncio.sleep(0.01)
+
+    def queue(self, suffix: str) -> str:
+        return f"{self.config.broker.prefix}.in.{suffix}"
+
+
+@pytest.fixture
+async def rig(make_config: Callable[..., WarrenConfig], amqp_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+    config = make_config(
+        inbound=[
+            _source("shop", "record"),
+            _source("flaky", "flaky", retry=FAST_RETRY),
+            _source("broken", "broken", retry={**FAST_RETRY, "base": "10ms", "max_attempts": 3}),
+            _source("refuses", "refuses"),
+        ],
+        inbox={"concurrency": 4},
+    )
+    connection = await aio_pika.connect_robust(amqp_url)
+    await declare_plan(connection, plan_topology(config))
+    store = SqliteStore(tmp_path / "inbox.sqlite3")
+    await store.open()
+    await create_effects_table(store)
+    inbox = Inbox(config, store, connection=connection)
+    await inbox.start()
+    app = build_receiver_app(config, connection=connection)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        yield Rig(config, client, inbox, store, connection)
+        await inbox.stop()
+    await connection.close()
+
+
+def new_id() -> str:
+    return f"evt_{uuid.uuid4().hex[:12]}"
+
+
+async def test_the_same_event_posted_ten_times_has_one_effect(rig: Rig) -> None:
+    # Given one event, When the provider POSTs it ten times
+    event_id = new_id()
+    statuses = [await rig.post("shop", {"id": event_id, "total": 10}) for _ in range(10)]
+    # Then every POST is accepted, all ten are consumed, and the handler ran once
+    assert statuses == [202] * 10
+    await rig.wait_for(lambda: rig.inbox.stats["applied"] + rig.inbox.stats["duplicate"] == 10)
+    assert rig.inbox.stats["applied"] == 1
+    assert len(inbox_handlers.calls("record", event_id)) == 1
+    assert [row[0] for row in await effect_rows(rig.store)] == [event_id]
+
+
+async def test_ten_concurrent_posts_of_one_event_have_one_effect(rig: Rig) -> None:
+    event_id = new_id()
+    statuses = await asyncio.gather(*(rig.post("shop", {"id": event_id}) for _ in range(10)))
+    assert list(statuses) == [202] * 10
+    await rig.wait_for(lambda: rig.inbox.stats["applied"] + rig.inbox.stats["duplicate"] == 10)
+    assert [row[0] for row in await effect_rows(rig.store)] == [event_id]
+
+
+async def test_a_handler_failing_twice_is_retried_through_the_delay_chain_and_applied_once(rig: Rig) -> None:
+    # Given a handler that fails on its first two attempts (after writing its effect)
+    event_id = new_id()
+    assert await rig.post("flaky", {"id": event_id}) == 202
+    # When the inbox handles it
+    await rig.wait_for(lambda: rig.inbox.stats["applied"] == 1)
+    # Then it was called three times, with the attempt counted up, waiting 50 ms then 100 ms between
+    calls = inbox_handlers.calls("flaky", event_id)
+    assert [c.attempt for c in calls] == [0, 1, 2]
+    first_wait, second_wait = calls[1].at - calls[0].at, calls[2].at - calls[1].at
+    assert 0.045 <= first_wait < 0.6, first_wait
+    assert 0.095 <= second_wait < 0.7, second_wait
+    # And only the successful attempt's effect was committed
+    assert await effect_rows(rig.store) == [(event_id, "attempt 2")]
+    assert rig.inbox.stats["retried"] == 2
+
+
+async def test_an_exhausted_event_lands_in_the_dlq_with_its_diagnostics(rig: Rig) -> None:
+    event_id = new_id()
+    assert await rig.post("broken", {"id": event_id}) == 202
+    await rig.wait_for(lambda: rig.inbox.stats["dead"] == 1)
+    assert [c.attempt for c in inbox_handlers.calls("broken", event_id)] == [0, 1, 2]
+    async with rig.connection.channel() as channel:
+        dlq = await channel.get_queue(names.inbound_dlq(rig.config.broker.prefix, "broken"))
+        message = await dlq.get(timeout=5)
+        await message.ack()
+    assert message.message_id == event_id
+    assert orjson.loads(message.body) == {"id": event_id}
+    headers = message.headers
+    assert headers[wire.H_ATTEMPT] == 3
+    assert "max_attempts" in str(headers[wire.H_DEAD_REASON])
+    assert "always fails" in str(headers[wire.H_LAST_ERROR])
+    assert "x-death" not in headers
+    assert await effect_rows(rig.store) == []
+
+
+async def test_a_non_retryable_failure_goes_to_the_dlq_at_once(rig: Rig) -> None:
+    event_id = new_id()
+    assert await rig.post("refuses", {"id": event_id}) == 202
+    await rig.wait_for(lambda: rig.inbox.stats["dead"] == 1)
+    assert len(inbox_handlers.calls("refuses", event_id)) == 1
+    async with rig.connection.channel() as channel:
+        dlq = await channel.get_queue(names.inbound_dlq(rig.config.broker.prefix, "refuses"))
+        message = await dlq.get(timeout=5)
+        await message.ack()
+    assert str(message.headers[wire.H_DEAD_REASON]).startswith("non-retryable")
+
+
+async def test_a_replayed_event_starts_a_fresh_attempt_budget(rig: Rig) -> None:
+    # Given a message back from the DLQ (replay marks it) that had used up its attempts
+    event_id = new_id()
+    async with rig.connection.channel(publisher_confirms=True) as channel:
+        await channel.default_exchange.publish(
+            aio_pika.Message(
+                orjson.dumps({"id": event_id}),
+                message_id=event_id,
+                headers={wire.H_ATTEMPT: 5, wire.H_REPLAYED: True, wire.H_SOURCE: "flaky"},
+            ),
+            routing_key=rig.queue("flaky"),
+        )
+    # When the inbox handles it, Then the handler sees attempts 0, 1, 2 again and the effect commits once
+    await rig.wait_for(lambda: rig.inbox.stats["applied"] == 1)
+    assert [c.attempt for c in inbox_handlers.calls("flaky", event_id)] == [0, 1, 2]
+    assert await effect_rows(rig.store) == [(event_id, "attempt 2")]
+
+
+async def test_a_message_without_an_id_is_dead_lettered_not_deduplicated_with_others(
+    rig: Rig, management: ManagementClient
+) -> None:
+    # Given a message published to the inbound queue by hand, without a message_id (aio-pika would add one;
+    # the management UI's "publish message" does not)
+    await management.request(
+        "POST",
+        f"exchanges/{quote(management.vhost, safe='')}/amq.default/publish",
+        {"properties": {}, "routing_key": rig.queue("shop"), "payload": '{"id": "x"}', "payload_encoding": "string"},
+    )
+    # When the inbox takes it, Then it goes to the DLQ untouched by the handler
+    await rig.wait_for(lambda: rig.inbox.stats["dead"] == 1)
+    async with rig.connection.channel() as channel:
+        dlq = await channel.get_queue(names.inbound_dlq(rig.config.broker.prefix, "shop"))
+        message = await dlq.get(timeout=5)
+        await message.ack()
+    assert "no message_id" in str(message.headers[wire.H_DEAD_REASON])
+    assert await effect_rows(rig.store) == []
+
+
+def test_an_inbox_for_an_unknown_source_is_a_config_error(make_config: Callable[..., WarrenConfig]) -> None:
+    config = make_config(inbound=[_source("shop", "record")])
+    with pytest.raises(ConfigError, match="no inbound source named nope"):
+        Inbox(config, SqliteStore(":memory:"), sources=["nope"])
