@@ -53,11 +53,16 @@ class HttpSender:
         self._session = session
         self._allow_private = allow_private_networks
         self._body_limit = body_limit
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect_timeout: float
     ) -> AttemptResult:
         started = time.monotonic()
+        client_timeout = self._timeouts.get((timeout, connect_timeout))
+        if client_timeout is None:
+            client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
+            self._timeouts[(timeout, connect_timeout)] = client_timeout
         try:
             if not self._allow_private:
                 check_url_literal(url)
@@ -66,7 +71,7 @@ class HttpSender:
                 data=body,
                 headers=headers,
                 allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout),
+                timeout=client_timeout,
             ) as response:
                 excerpt = b""
                 if self._body_limit:

@@ -1,0 +1,44 @@
+"""The bare-loop baseline: the simplest possible consumer. Consume one queue, POST the body, ack.
+
+No signing, no classification, no retries, no logs: the floor of work per message, to compare Warren with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+import aio_pika
+import aiohttp
+
+
+async def main(url: str, queue_name: str, target: str, prefetch: int) -> None:
+    connection = await aio_pika.connect(url)
+    channel = await connection.channel()
+    await channel.set_qos(prefetch_count=prefetch)
+    queue = await channel.get_queue(queue_name)
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        async with session.post(target, data=message.body, headers={"webhook-id": message.message_id or ""}) as r:
+            await r.read()
+        await message.ack()
+
+    await queue.consume(on_message)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    print("bare loop consuming", flush=True)
+    await stop.wait()
+    await session.close()
+    await connection.close()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--queue", required=True)
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--prefetch", type=int, default=512)
+    a = parser.parse_args()
+    asyncio.run(main(a.url, a.queue, a.target, a.prefetch))

@@ -1,0 +1,54 @@
+"""The benchmark's publisher, in its own process as in production: publishes a workload with confirms.
+
+Prints one JSON line: {"published", "seconds", "rate"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from broker.connection import connect  # noqa: E402
+from broker.events import Event  # noqa: E402
+from broker.publisher import Publisher  # noqa: E402
+
+
+async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int) -> None:
+    connection = await connect(url, name="bench-publisher")
+    publisher = await Publisher.open(connection, prefix)
+    filler = "x" * max(0, size - 20)
+    events = (Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}") for i in range(count))
+    started = time.monotonic()
+    report = await publisher.publish_many(events, window=window)
+    seconds = time.monotonic() - started
+    await connection.close()
+    print(
+        orjson.dumps(
+            {
+                "published": len(report.confirmed),
+                "failed": len(report.failed),
+                "seconds": seconds,
+                "rate": len(report.confirmed) / seconds,
+                "started": time.time() - seconds,
+            }
+        ).decode()
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=300)
+    parser.add_argument("--window", type=int, default=512)
+    a = parser.parse_args()
+    asyncio.run(main(a.url, a.prefix, a.count, a.keys, a.size, a.window))

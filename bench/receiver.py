@@ -1,0 +1,98 @@
+"""The benchmark's receiver: a separate process that answers webhooks and measures what arrives.
+
+GET /stats returns counts and publish-to-delivery latencies (from the envelope's timestamp); POST /reset
+sets the behaviour for the next workload: ``delay_ms`` before answering, ``fail_first`` ratio of first
+attempts answered 503.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+from datetime import datetime
+
+import orjson
+from aiohttp import web
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset({})
+
+    def reset(self, settings: dict[str, float]) -> None:
+        self.delay = float(settings.get("delay_ms", 0)) / 1000
+        self.fail_first = float(settings.get("fail_first", 0))
+        self.rng = random.Random(int(settings.get("seed", 1)))
+        self.requests = 0
+        self.failed = 0
+        self.seen: set[str] = set()
+        self.ok: set[str] = set()
+        self.latencies: list[float] = []
+        self.first_ok = 0.0
+        self.last_ok = 0.0
+
+
+stats = Stats()
+
+
+async def hook(request: web.Request) -> web.Response:
+    body = await request.read()
+    stats.requests += 1
+    event_id = request.headers.get("webhook-id") or orjson.loads(body).get("id", "")
+    if stats.delay:
+        await asyncio.sleep(stats.delay)
+    if event_id not in stats.seen:
+        stats.seen.add(event_id)
+        if stats.fail_first and stats.rng.random() < stats.fail_first:
+            stats.failed += 1
+            return web.Response(status=503)
+    now = time.time()
+    if event_id not in stats.ok:
+        stats.ok.add(event_id)
+        stamp = orjson.loads(body).get("timestamp")
+        if isinstance(stamp, str):
+            stats.latencies.append(now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+        stats.first_ok = stats.first_ok or now
+        stats.last_ok = now
+    return web.Response(status=200, text="ok")
+
+
+async def get_stats(_: web.Request) -> web.Response:
+    lat = sorted(stats.latencies)
+
+    def pct(p: float) -> float | None:
+        return lat[min(len(lat) - 1, int(p * len(lat)))] if lat else None
+
+    return web.json_response(
+        {
+            "requests": stats.requests,
+            "failed": stats.failed,
+            "distinct_ok": len(stats.ok),
+            "first_ok": stats.first_ok,
+            "last_ok": stats.last_ok,
+            "p50": pct(0.5),
+            "p99": pct(0.99),
+        }
+    )
+
+
+async def reset(request: web.Request) -> web.Response:
+    stats.reset(await request.json())
+    return web.json_response({"ok": True})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    app = web.Application()
+    app.router.add_post("/hook/{tail:.*}", hook)
+    app.router.add_get("/stats", get_stats)
+    app.router.add_post("/reset", reset)
+    web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""Warren's benchmark: workloads against real processes, beside the machine's ceilings, in one run.
+
+    .venv/bin/python bench/run.py [--runs 3] [--workers 1,2] [--workloads happy,flaky,slow,happy-ordered]
+
+Starts a receiver process, then for each workload and each system under test (Warren with N worker processes,
+and the bare-loop baseline) declares a fresh topology, starts the consumers, runs the publisher in its own process,
+and waits until every event has been answered 2xx once. Prints medians of the runs and the ratio to the bare loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import aio_pika
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from broker.applier import apply_setup  # noqa: E402
+from tests.support.processes import write_config  # noqa: E402
+from topology import names  # noqa: E402
+from topology.config import WarrenConfig  # noqa: E402
+from topology.planner import plan_topology  # noqa: E402
+
+PY = sys.executable
+AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
+PORT = 18089
+PROFILE = os.environ.get("WARREN_BENCH_PROFILE")  # a directory: profile every worker with py-spy
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    count: int
+    receiver: dict[str, float]
+    ordered: bool = False
+    bare: bool = True  # the bare loop has no retries: it is compared only where nothing fails
+
+
+WORKLOADS = {
+    "happy": Workload("happy", 20_000, {"delay_ms": 0, "fail_first": 0}),
+    "flaky": Workload("flaky", 10_000, {"delay_ms": 0, "fail_first": 0.2}, bare=False),
+    "slow": Workload("slow", 5_000, {"delay_ms": 50, "fail_first": 0}),
+    "happy-ordered": Workload("happy-ordered", 20_000, {"delay_ms": 0, "fail_first": 0}, ordered=True, bare=False),
+}
+
+
+def config_for(prefix: str, workload: Workload) -> WarrenConfig:
+    endpoint: dict[str, Any] = {
+        "name": "bench",
+        "url": f"http://127.0.0.1:{PORT}/hook/bench",
+        "secret": SECRET,
+        "events": ["#"],
+        "concurrency": 512,
+        "timeout": "10s",
+    }
+    if workload.ordered:
+        endpoint.update(ordering="key", partitions=32)
+    return WarrenConfig(
+        broker={"url": AMQP, "management_url": MGMT, "prefix": prefix},
+        retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
+        delivery={"allow_private_networks": True},
+        worker={"log_format": "json"},
+        endpoints=[endpoint],
+    )
+
+
+async def teardown(config: WarrenConfig) -> None:
+    plan = plan_topology(config)
+    connection = await aio_pika.connect(config.broker.url)
+    for queue in plan.queues:
+        channel = await connection.channel()
+        await channel.queue_delete(queue.name)
+    for exchange in plan.exchanges:
+        channel = await connection.channel()
+        await channel.exchange_delete(exchange.name)
+    await connection.close()
+
+
+async def http(method: str, path: str, body: Any = None) -> Any:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, f"http://127.0.0.1:{PORT}{path}", json=body) as response,
+    ):
+        return await response.json()
+
+
+async def start(cmd: list[str], log: Path, ready: bytes) -> asyncio.subprocess.Process:
+    with log.open("wb") as out:
+        process = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=out)
+    deadline = time.monotonic() + 30
+    while ready not in log.read_bytes():
+        if process.returncode is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{cmd[2:4]} did not start:\n{log.read_text()[-2000:]}")
+        await asyncio.sleep(0.05)
+    return process
+
+
+async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, float]:
+    prefix = f"bench{uuid.uuid4().hex[:6]}"
+    config = config_for(prefix, workload)
+    await apply_setup(config)
+    path = write_config(workdir, config, f"{prefix}.toml")
+    await http("POST", "/reset", workload.receiver)
+    processes: list[asyncio.subprocess.Process] = []
+    try:
+        if system == "bare":
+            processes.append(
+                await start(
+                    [
+                        PY,
+                        str(ROOT / "bench" / "bare_loop.py"),
+                        "--url",
+                        AMQP,
+                        "--queue",
+                        names.work_queue(prefix, "bench"),
+                        "--target",
+                        f"http://127.0.0.1:{PORT}/hook/bench",
+                        "--prefetch",
+                        "512",
+                    ],
+                    workdir / f"{prefix}-bare.log",
+                    b"bare loop consuming",
+                )
+            )
+        else:
+            for i in range(int(system.split("x")[0])):
+                command = [PY, "-m", "warren", "worker", "--config", str(path)]
+                process = await start(command, workdir / f"{prefix}-w{i}.log", b"worker consuming")
+                processes.append(process)
+                if PROFILE:  # sample the worker with py-spy for a while: collapsed stacks, one file per worker
+                    await asyncio.create_subprocess_exec(
+                        "py-spy",
+                        "record",
+                        "--format",
+                        "raw",
+                        "-o",
+                        f"{PROFILE}/{prefix}-w{i}.txt",
+                        "--rate",
+                        "250",
+                        "--duration",
+                        "8",
+                        "--nonblocking",
+                        "--pid",
+                        str(process.pid),
+                        stdout=asyncio.subprocess.DEVNULL,
+                        stderr=asyncio.subprocess.DEVNULL,
+                    )
+        publisher = await asyncio.create_subprocess_exec(
+            PY,
+            str(ROOT / "bench" / "publisher.py"),
+            "--url",
+            AMQP,
+            "--prefix",
+            prefix,
+            "--count",
+            str(workload.count),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await publisher.communicate()
+        published = orjson.loads(out.splitlines()[-1])
+        deadline = time.monotonic() + 180
+        stats = await http("GET", "/stats")
+        while stats["distinct_ok"] < workload.count and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            stats = await http("GET", "/stats")
+        return {
+            "publish_per_s": published["rate"],
+            "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
+            "p50_ms": (stats["p50"] or 0) * 1000,
+            "p99_ms": (stats["p99"] or 0) * 1000,
+            "lost": workload.count - stats["distinct_ok"],
+            "requests": stats["requests"],
+        }
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            await asyncio.wait_for(process.wait(), 30)
+        await teardown(config)
+
+
+async def ceilings(workdir: Path) -> dict[str, float]:
+    process = await asyncio.create_subprocess_exec(
+        PY,
+        str(ROOT / "bench" / "ceilings.py"),
+        "--url",
+        AMQP,
+        "--queue",
+        f"bench-ceiling-{uuid.uuid4().hex[:6]}",
+        "--target",
+        f"http://127.0.0.1:{PORT}/hook/ceiling",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    await http("POST", "/reset", {})
+    result: dict[str, float] = orjson.loads(out.splitlines()[-1])
+    return result
+
+
+def median(rows: list[dict[str, float]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
+    receiver = await start(
+        [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
+    )
+    await asyncio.sleep(0.5)
+    try:
+        print(
+            f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+            f" · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')}"
+        )
+        ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
+        print("\n## Ceilings (same machine, same run)")
+        for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
+            print(
+                f"- {key}: {median(ceiling_rows, key):,.0f}/s  (runs: "
+                f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
+            )
+        print("\n## Workloads")
+        print("| workload | system | publish/s | deliveries/s | p50 ms | p99 ms | lost | requests | vs bare loop |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for name in chosen:
+            workload = WORKLOADS[name]
+            systems = [f"{n}x warren" for n in workers] + (["bare"] if workload.bare else [])
+            results: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
+            for _ in range(runs):
+                for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
+                    results[system].append(await one_run(workload, system, workdir))
+            bare = median(results["bare"], "deliveries_per_s") if "bare" in results else None
+            for system, rows in results.items():
+                rate = median(rows, "deliveries_per_s")
+                ratio = f"{rate / bare:.2f}" if bare and system != "bare" else "-"
+                print(
+                    f"| {name} | {system} | {median(rows, 'publish_per_s'):,.0f} | {rate:,.0f} | "
+                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | {max(r['lost'] for r in rows):.0f} | "
+                    f"{median(rows, 'requests'):,.0f} | {ratio} |",
+                    flush=True,
+                )
+    finally:
+        receiver.send_signal(signal.SIGTERM)
+        await receiver.wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--workloads", default="happy,flaky,slow,happy-ordered")
+    a = parser.parse_args()
+    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(",")))

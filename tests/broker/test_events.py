@@ -1,0 +1,66 @@
+"""Events and their AMQP encoding (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+
+from broker import wire
+from broker.event_lines import BadLine, read_event_lines
+from broker.events import Event, encode_event
+from topology.errors import EventError
+
+
+def test_envelope_is_the_standard_webhooks_payload() -> None:
+    event = Event(
+        type="order.paid",
+        data={"a": 1},
+        id="evt_1",
+        key="k",
+        sequence=7,
+        timestamp=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+    )
+    message = encode_event(event)
+    assert orjson.loads(message.body) == {
+        "id": "evt_1",
+        "type": "order.paid",
+        "timestamp": "2026-01-02T03:04:05.678Z",
+        "data": {"a": 1},
+        "key": "k",
+        "sequence": 7,
+    }
+    assert message.message_id == "evt_1" and message.type == "order.paid"
+    assert message.headers[wire.H_KEY] == "k" and message.headers[wire.H_SEQUENCE] == 7
+
+
+def test_without_key_the_hash_header_is_the_event_id() -> None:
+    # A missing hash header would send every event to one partition: the id spreads them instead.
+    event = Event(type="a.b", data=None)
+    message = encode_event(event)
+    assert message.headers[wire.H_KEY] == event.id
+    assert set(orjson.loads(message.body)) == {"id", "type", "timestamp", "data"}
+
+
+@pytest.mark.parametrize("event_type", ["", "a..b", "a.*", "a.#", "has space", "x" * 201])
+def test_bad_event_types_are_refused(event_type: str) -> None:
+    with pytest.raises(EventError):
+        Event(type=event_type, data={})
+
+
+def test_payload_limit_and_non_json_data() -> None:
+    with pytest.raises(EventError, match="over the limit"):
+        encode_event(Event(type="a.b", data="x" * 2000), max_payload=1024)
+    with pytest.raises(EventError, match="not JSON"):
+        encode_event(Event(type="a.b", data=object()))
+
+
+def test_event_lines_report_bad_lines_by_number() -> None:
+    items = list(read_event_lines([b'{"type": "a.b", "data": 1}', b"", b"[1]", b'{"type": "a.b"}', b"{x"]))
+    assert isinstance(items[0], Event)
+    assert [(i.line, i.reason.split(":")[0]) for i in items[1:] if isinstance(i, BadLine)] == [
+        (3, "not a JSON object"),
+        (4, "'data' is required"),
+        (5, "not JSON"),
+    ]

@@ -1,0 +1,114 @@
+"""The worker's pure policies: classification, Retry-After, message parsing, headers carried onward, egress."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+
+from broker import wire
+from consumers.classify import Outcome, classify, parse_retry_after
+from consumers.delivery import MalformedMessage, dead_headers, parse_delivery, retry_headers
+from consumers.egress import ForbiddenAddress, check_url_literal, forbidden_reason
+
+BODY = orjson.dumps({"id": "e1", "type": "a.b", "timestamp": "2026-01-01T00:00:00Z", "data": {}})
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "outcome"),
+    [
+        (200, None, Outcome.DELIVERED),
+        (204, None, Outcome.DELIVERED),
+        (299, None, Outcome.DELIVERED),
+        (301, None, Outcome.RETRY),
+        (408, None, Outcome.RETRY),
+        (429, None, Outcome.RETRY),
+        (500, None, Outcome.RETRY),
+        (503, None, Outcome.RETRY),
+        (410, None, Outcome.DISABLE),
+        (400, None, Outcome.DEAD),
+        (404, None, Outcome.DEAD),
+        (422, None, Outcome.DEAD),
+        (None, "timed out after 10s", Outcome.RETRY),
+        (None, "connection failed: refused", Outcome.RETRY),
+    ],
+)
+def test_classify(status: int | None, error: str | None, outcome: Outcome) -> None:
+    assert classify(status, error).outcome is outcome
+
+
+def test_retry_statuses_make_a_4xx_retryable() -> None:
+    assert classify(404, None, (404,)).outcome is Outcome.RETRY
+
+
+def test_retry_after_seconds_and_http_date() -> None:
+    now = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("120") == 120.0
+    assert parse_retry_after("Thu, 01 Jan 2026 00:00:30 GMT", now) == 30.0
+    assert parse_retry_after("Wed, 31 Dec 2025 23:00:00 GMT", now) == 0.0
+    assert parse_retry_after("soon") is None and parse_retry_after(None) is None
+
+
+def test_parse_delivery_reads_bookkeeping_and_replay_resets_it() -> None:
+    headers = {wire.H_ATTEMPT: 3, wire.H_PUBLISHED: 1000, wire.H_FIRST_ATTEMPT: 1100}
+    delivery = parse_delivery(BODY, "e1", headers, 5000, max_payload=10_000)
+    assert (delivery.attempts_made, delivery.first_attempt_ms, delivery.age(5000)) == (3, 1100, 4.0)
+    replayed = parse_delivery(BODY, "e1", {**headers, wire.H_REPLAYED: True}, 5000, max_payload=10_000)
+    assert (replayed.attempts_made, replayed.first_attempt_ms, replayed.age(5000)) == (0, None, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "message_id", "reason"),
+    [
+        (b"nope", None, "not JSON"),
+        (b"[1]", None, "not a JSON object"),
+        (b'{"id": "e1"}', None, "lacks"),
+        (BODY, "other", "differs"),
+        (BODY + b" " * 20_000, None, "max_payload"),
+    ],
+)
+def test_malformed_messages(body: bytes, message_id: str | None, reason: str) -> None:
+    with pytest.raises(MalformedMessage, match=reason):
+        parse_delivery(body, message_id, {}, 0, max_payload=10_000)
+
+
+def test_retry_headers_strip_x_death_and_bound_the_history() -> None:
+    headers = {"x-death": [{"count": 1}], "x-first-death-queue": "q", wire.H_REPLAYED: True, "custom": "kept"}
+    delivery = parse_delivery(
+        BODY, "e1", {wire.H_HISTORY: orjson.dumps([{"at": i} for i in range(5)])}, 0, max_payload=10_000
+    )
+    out = retry_headers(headers, delivery, attempt_ms=7, status=503, error="HTTP 503", duration=0.01)
+    assert "x-death" not in out and "x-first-death-queue" not in out and wire.H_REPLAYED not in out
+    assert out["custom"] == "kept" and out[wire.H_ATTEMPT] == 1 and out[wire.H_LAST_STATUS] == 503
+    history = orjson.loads(out[wire.H_HISTORY])
+    assert len(history) == 5 and history[-1] == {"at": 7, "status": 503, "ms": 10, "error": "HTTP 503"}
+    dead = dead_headers(headers, None, endpoint="acme", reason="malformed message: x")
+    assert dead[wire.H_ENDPOINT] == "acme" and dead[wire.H_DEAD_REASON].startswith("malformed")
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "192.168.0.1",
+        "172.16.5.5",
+        "169.254.169.254",
+        "::1",
+        "fe80::1",
+        "224.0.0.1",
+        "0.0.0.0",
+        "::ffff:127.0.0.1",
+        "240.0.0.1",
+    ],
+)
+def test_forbidden_addresses(address: str) -> None:
+    assert forbidden_reason(address) is not None
+
+
+def test_public_addresses_and_literals() -> None:
+    assert forbidden_reason("93.184.216.34") is None
+    with pytest.raises(ForbiddenAddress, match="loopback"):
+        check_url_literal("http://127.0.0.1:8080/x")
+    check_url_literal("https://hooks.example.com/x")  # names are checked at connect time, by the resolver

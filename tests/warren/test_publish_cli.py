@@ -1,0 +1,119 @@
+"""`warren publish` as a user runs it: one event from flags, many from JSON lines, bad input reported."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import aio_pika
+import orjson
+import pytest
+
+from tests.support.processes import write_config
+from tests.support.topology import declare
+from topology import names
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def warren(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "warren",
+        *args,
+        env=clean,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate(stdin)
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+async def drain(url: str, queue_name: str) -> list[aio_pika.abc.AbstractIncomingMessage]:
+    connection = await aio_pika.connect(url)
+    try:
+        queue = await (await connection.channel()).get_queue(queue_name)
+        got = []
+        while (message := await queue.get(no_ack=True, fail=False)) is not None:
+            got.append(message)
+        return got
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+async def configured(make_config, tmp_path: Path):  # type: ignore[no-untyped-def]
+    config = make_config([{"name": "sink", "url": "http://127.0.0.1:9/hook", "events": ["order.*"]}])
+    await declare(config)
+    return config, write_config(tmp_path, config)
+
+
+async def test_one_event_from_flags(configured) -> None:  # type: ignore[no-untyped-def]
+    config, path = configured
+    code, out, err = await warren(
+        "publish",
+        "--config",
+        str(path),
+        "--type",
+        "order.paid",
+        "--data",
+        '{"amount": 5}',
+        "--id",
+        "evt-1",
+        "--key",
+        "cust-9",
+        "--sequence",
+        "3",
+    )
+    assert code == 0, err
+    assert "published evt-1" in out
+    [message] = await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink"))
+    body = orjson.loads(message.body)
+    assert body["id"] == "evt-1" and body["data"] == {"amount": 5} and body["key"] == "cust-9"
+    assert body["sequence"] == 3 and message.headers["warren-key"] == "cust-9"
+
+
+async def test_file_with_a_bad_line_reports_it_and_publishes_the_rest(configured, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Given a JSON-lines file with 3 good events, a line that is not JSON and one without a type
+    config, path = configured
+    lines = [
+        b'{"type": "order.paid", "data": {"n": 1}}',
+        b"{not json",
+        b'{"type": "order.paid", "data": {"n": 2}, "key": "k"}',
+        b'{"data": {"n": 3}}',
+        b'{"type": "order.paid", "data": {"n": 4}, "id": "fixed-4"}',
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    # When they are published
+    code, out, err = await warren("publish", "--config", str(path), "--file", str(events))
+    # Then the bad lines are reported by number, the others published, and the exit code says something failed
+    assert code == 1
+    assert "line 2:" in err and "line 4:" in err
+    assert "published 3 event(s)" in out and "2 bad line(s)" in out
+    messages = await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink"))
+    assert sorted(orjson.loads(m.body)["data"]["n"] for m in messages) == [1, 2, 4]
+
+
+async def test_stdin_and_unroutable_event(configured) -> None:  # type: ignore[no-untyped-def]
+    # Given events on standard input, one of a type nobody subscribes to
+    config, path = configured
+    stdin = b'{"type": "order.paid", "data": 1}\n{"type": "user.created", "data": 2}\n'
+    code, out, err = await warren("publish", "--config", str(path), "--file", "-", stdin=stdin)
+    # Then the unroutable one is reported, not silently dropped
+    assert code == 1
+    assert "unroutable" in err
+    assert "published 1 event(s); 1 not stored" in out
+
+
+async def test_bad_flags_exit_2(configured) -> None:  # type: ignore[no-untyped-def]
+    _, path = configured
+    code, _, err = await warren("publish", "--config", str(path), "--type", "order.paid", "--data", "{nope")
+    assert code == 2 and "--data is not JSON" in err and "Traceback" not in err
+    code, _, err = await warren("publish", "--config", str(path), "--type", "bad type!", "--data", "1")
+    assert code == 2 and "event type" in err
