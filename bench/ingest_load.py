@@ -36,12 +36,12 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from broker.applier import apply_setup  # noqa: E402
-from broker.management import ManagementClient  # noqa: E402
-from tests.support.processes import write_config  # noqa: E402
-from topology import names  # noqa: E402
-from topology.config import WarrenConfig  # noqa: E402
-from topology.planner import plan_topology  # noqa: E402
+from broker.applier import apply_setup
+from broker.management import ManagementClient
+from tests.support.processes import write_config
+from topology import names
+from topology.config import WarrenConfig
+from topology.planner import plan_topology
 
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")

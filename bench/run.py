@@ -23,18 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import aio_pika
+import aiohttp
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from broker.applier import apply_setup  # noqa: E402
-from tests.support.processes import write_config  # noqa: E402
-from topology import names  # noqa: E402
-from topology.config import WarrenConfig  # noqa: E402
-from topology.planner import plan_topology  # noqa: E402
+from broker.applier import apply_setup
+from tests.support.processes import write_config
+from topology import names
+from topology.config import WarrenConfig
+from topology.planner import plan_topology
 
 PY = sys.executable
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -251,9 +251,10 @@ async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
             for system, rows in results.items():
                 rate = median(rows, "deliveries_per_s")
                 ratio = f"{rate / bare:.2f}" if bare and system != "bare" else "-"
+                lost = max(r["lost"] for r in rows)
                 print(
                     f"| {name} | {system} | {median(rows, 'publish_per_s'):,.0f} | {rate:,.0f} | "
-                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | {max(r['lost'] for r in rows):.0f} | "
+                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | {lost:.0f} | "
                     f"{median(rows, 'requests'):,.0f} | {ratio} |",
                     flush=True,
                 )

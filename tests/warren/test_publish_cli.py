@@ -102,7 +102,7 @@ async def test_file_with_a_bad_line_reports_it_and_publishes_the_rest(configured
 
 async def test_stdin_and_unroutable_event(configured) -> None:  # type: ignore[no-untyped-def]
     # Given events on standard input, one of a type nobody subscribes to
-    config, path = configured
+    _config, path = configured
     stdin = b'{"type": "order.paid", "data": 1}\n{"type": "user.created", "data": 2}\n'
     code, out, err = await warren("publish", "--config", str(path), "--file", "-", stdin=stdin)
     # Then the unroutable one is reported, not silently dropped
