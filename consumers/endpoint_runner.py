@@ -24,10 +24,11 @@ from aio_pika.abc import (
 )
 
 from broker.connection import CONNECTION_EXCEPTIONS
+from consumers.ack_batcher import AckBatcher
 from consumers.attempt_log import log_attempt
 from consumers.classify import Outcome, Verdict, classify, parse_retry_after
 from consumers.delivery import Delivery, MalformedMessage, dead_headers, parse_delivery, retry_headers
-from consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
+from consumers.hooks import AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked, Settlement
 from consumers.http_attempt import AttemptResult, HttpSender
 from consumers.signing import signature_header
 from topology import names
@@ -78,6 +79,8 @@ class EndpointRunner:
         self._delay_exchange: AbstractExchange | None = None
         self._dead_exchange: AbstractExchange | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
+        # Unordered queues batch their acks; a partition (prefetch 1) must ack at once to get its next message.
+        self._acks: AckBatcher | None = None if self.ordered else AckBatcher()
         self._busy: dict[str, int] = {}  # consumer tag -> messages being delivered
         self._cancel_when_idle: set[str] = set()  # consumer tags to cancel once their message is settled
         self._accepting = False
@@ -166,6 +169,7 @@ class EndpointRunner:
 
     async def drain(self, grace: float) -> int:
         """Wait up to ``grace`` seconds for in-flight deliveries; hand the rest back. Returns how many were."""
+        still: set[asyncio.Task[Any]] = set()
         pending = set(self._in_flight)
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace)
@@ -173,8 +177,9 @@ class EndpointRunner:
                 task.cancel()
             if still:
                 await asyncio.wait(still, timeout=5)
-            return len(still)
-        return 0
+        if self._acks is not None:
+            await self._acks.flush()  # before the channel closes, or finished deliveries would come back
+        return len(still)
 
     async def close(self) -> None:
         for channel in (self._consume_channel, self._publish_channel):
@@ -190,6 +195,8 @@ class EndpointRunner:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if self._acks is not None:
+            self._acks.track(message)
         if not self._accepting or message.consumer_tag not in self._consumer_tags.values():
             # Delivered after a pause or cancel began: back to RabbitMQ untouched (quorum queues return it
             # to the head, so partition order holds).
@@ -203,6 +210,9 @@ class EndpointRunner:
                 await self._deliver_in_place(message)
             else:
                 await self._deliver_once(message)
+        except EndpointBlocked:
+            # A gate refused the attempt (circuit open, paused, disabled): back to RabbitMQ, no attempt counted.
+            await self._hand_back(message)
         except asyncio.CancelledError:
             await self._hand_back(message)
             raise
@@ -224,8 +234,16 @@ class EndpointRunner:
 
     async def _attempt(self, delivery: Delivery) -> tuple[AttemptResult, Verdict, int]:
         gates = self.hooks.gates
-        for gate in gates:
-            await gate.acquire(self.endpoint.name)
+        acquired: list[DeliveryGate] = []
+        try:
+            for gate in gates:
+                await gate.acquire(self.endpoint.name)
+                acquired.append(gate)
+        except BaseException:
+            # A later gate refused (or the task was cancelled): the earlier ones must not keep their slot.
+            for gate in reversed(acquired):
+                gate.release(self.endpoint.name, None, None)
+            raise
         result: AttemptResult | None = None
         verdict: Verdict | None = None
         try:
@@ -285,6 +303,10 @@ class EndpointRunner:
             for observer in self.hooks.observers:
                 observer(record)
 
+    def _parks_failures(self) -> bool:
+        """Whether a retryable failure should leave the message untouched in RabbitMQ (the circuit opened)."""
+        return any(check(self.endpoint.name) for check in self.hooks.park_failures)
+
     def _settled(self, how: Settlement) -> None:
         for callback in self.hooks.settlements:
             callback(self.endpoint.name, how)
@@ -309,6 +331,9 @@ class EndpointRunner:
         elif verdict.outcome is Outcome.DEAD:
             self._report(delivery, attempt, result, "dead", None, attempt_ms)
             await self._dead_letter(message, delivery, verdict.reason, result, attempt_ms)
+        elif self._parks_failures():
+            self._report(delivery, attempt, result, "parked", None, attempt_ms)
+            await self._hand_back(message)
         else:
             step = next_step(
                 attempt,
@@ -374,6 +399,10 @@ class EndpointRunner:
                 self._report(current, attempts, result, "dead", None, attempt_ms)
                 await self._dead_letter(message, current, verdict.reason, result, attempt_ms)
                 return
+            if self._parks_failures():
+                self._report(current, attempts, result, "parked", None, attempt_ms)
+                await self._hand_back(message)
+                return
             step = next_step(
                 attempts, current.age(attempt_ms), self.policy, retry_after=parse_retry_after(result.retry_after)
             )
@@ -396,7 +425,10 @@ class EndpointRunner:
     # --- settling -------------------------------------------------------------------------------------------
     async def _ack(self, message: AbstractIncomingMessage, how: Settlement = "acked") -> None:
         try:
-            await message.ack()
+            if self._acks is not None:
+                await self._acks.ack(message)
+            else:
+                await message.ack()
             self._settled(how)
         except CONNECTION_EXCEPTIONS:
             # The channel is gone; RabbitMQ redelivers the message (a duplicate the receiver drops by webhook-id).
@@ -405,6 +437,8 @@ class EndpointRunner:
     async def _hand_back(self, message: AbstractIncomingMessage) -> None:
         with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
             await message.nack(requeue=True)
+            if self._acks is not None:
+                self._acks.settled(message)
             self._settled("handed-back")
 
     async def _publish_then_ack(

@@ -268,3 +268,30 @@ async def test_malformed_message_goes_to_dlq_with_reason(endpoint_config, receiv
     assert receiver.received == []
     assert "malformed" in dead[0].headers[wire.H_DEAD_REASON]
     assert dead[0].body == b"not json"
+
+
+async def test_a_slow_request_does_not_hold_back_the_acks_of_others(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an endpoint with 4 deliveries in flight at most, whose very first request takes 3 s
+    slow_id: list[str] = []
+
+    def first_is_slow(r: Receiver, request: Any, body: bytes) -> Reply:
+        if not slow_id:
+            slow_id.append(request.headers["webhook-id"])
+            return Reply(200, delay=3.0)
+        return Reply(200)
+
+    receiver.behaviour = first_is_slow
+    config = await endpoint_config([{"name": "mixed", "concurrency": 4}])
+    events = [Event(type="x.y", data={"i": i}) for i in range(41)]
+    async with Worker(config):
+        await publish(config, events)
+        started = time.monotonic()
+        # Then the other 40 are delivered while the slow one is still running: finished deliveries behind it
+        # are acked on their own, so the prefetch window keeps moving
+        await receiver.wait_for(lambda r: len(r.ok_ids()) >= 40, 10)
+        assert time.monotonic() - started < 2.5
+        assert slow_id[0] not in receiver.ok_ids()
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 41, 10)
+    assert len(receiver.received) == 41

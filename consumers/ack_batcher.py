@@ -1,0 +1,124 @@
+"""Coalescing acks: one ``basic.ack(multiple=True)`` for a run of settled deliveries instead of one frame each.
+
+Deliveries on a channel carry increasing tags, but with many in flight they finish out of order, and a
+multiple ack covers every outstanding tag up to its own. So the batcher acks only the longest prefix of
+arrived tags that are all settled (acked, or settled another way such as a nack). A finished delivery stuck
+behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
+never holds the prefetch window hostage.
+
+Unordered work queues only: an ordered partition has prefetch 1 and must ack at once to get its next message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage
+from aiormq.exceptions import ChannelInvalidStateError
+
+__all__ = ["AckBatcher"]
+
+
+def _channel_of(message: AbstractIncomingMessage) -> Any:
+    """The aiormq channel a delivery came on, or None when that channel is closed (its tags are void)."""
+    try:
+        return message.channel
+    except ChannelInvalidStateError:
+        return None
+
+
+class AckBatcher:
+    """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds."""
+
+    def __init__(self, max_delay: float = 0.002, straggler_after: float = 0.05) -> None:
+        self.max_delay = max_delay
+        self.straggler_after = straggler_after
+        self._channel: Any = None  # the aiormq channel the tags belong to; a reopened channel starts afresh
+        self._order: deque[int] = deque()
+        self._acked: dict[int, float] = {}  # tag -> when it was acked (not yet sent)
+        self._settled: set[int] = set()  # settled otherwise (nacked) or already acked on their own
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+
+    def track(self, message: AbstractIncomingMessage) -> None:
+        """Record an arrival, in delivery order."""
+        channel = _channel_of(message)
+        if channel is None:
+            return
+        if channel is not self._channel:
+            self._reset(channel)
+        if message.delivery_tag is not None:
+            self._order.append(message.delivery_tag)
+
+    async def ack(self, message: AbstractIncomingMessage) -> None:
+        """Ack ``message`` soon, together with its neighbours."""
+        tag = message.delivery_tag
+        channel = _channel_of(message)
+        if channel is None:
+            return  # its channel is gone, and with it the delivery: RabbitMQ delivers the message again
+        if channel is not self._channel or tag is None:
+            await message.ack()  # a delivery from a channel since replaced: ack it as it is
+            return
+        self._acked[tag] = time.monotonic()
+        self._schedule()
+
+    def settled(self, message: AbstractIncomingMessage) -> None:
+        """``message`` was settled without the batcher (a nack): it no longer blocks the prefix."""
+        if message.delivery_tag is not None and _channel_of(message) is self._channel:
+            self._settled.add(message.delivery_tag)
+            self._schedule()
+
+    async def flush(self) -> None:
+        """Send every ack that can be sent now (shutdown calls this after the in-flight deliveries end)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._send()
+
+    def _reset(self, channel: Any) -> None:
+        self._channel = channel
+        self._order.clear()
+        self._acked.clear()
+        self._settled.clear()
+
+    def _schedule(self) -> None:
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.max_delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._send())
+        else:
+            self._schedule()
+
+    async def _send(self) -> None:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            return
+        highest: int | None = None
+        while self._order and (self._order[0] in self._acked or self._order[0] in self._settled):
+            tag = self._order.popleft()
+            if self._acked.pop(tag, None) is not None:
+                highest = tag
+            self._settled.discard(tag)
+        singles: list[int] = []
+        if self._acked:
+            cutoff = time.monotonic() - self.straggler_after
+            singles = [tag for tag, at in self._acked.items() if at <= cutoff]
+            for tag in singles:
+                del self._acked[tag]
+                self._settled.add(tag)
+            if self._acked:
+                self._schedule()  # the rest waits behind a slow delivery; look again shortly
+        # A lost channel takes its unacked deliveries back to the queue: RabbitMQ redelivers them.
+        with contextlib.suppress(Exception):
+            if highest is not None:
+                await channel.basic_ack(highest, multiple=True)
+            for tag in singles:
+                await channel.basic_ack(tag)
