@@ -1,6 +1,6 @@
 """Load generator for the ingest API: how many events per second `warren api` stores (202 = RabbitMQ confirmed).
 
-    /tmp/venv/bin/python bench/ingest_load.py [--runs 3] [--duration 8] [--concurrency 64] [--batch-size 100]
+    /tmp/venv/bin/python bench/ingest_load.py [--runs 3] [--duration 8] [--concurrency 32] [--batch-size 100]
 
 Declares a fresh topology (one endpoint subscribed to ``bench.#``, quorum queues) under a random prefix on the
 RabbitMQ of $WARREN_BENCH_AMQP_URL, starts ``warren api`` as its own process, then drives it from this process
@@ -50,6 +50,17 @@ TOKEN = "bench-token-0123456789abcdef"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process so far (Linux), to tell the server's cost from the machine's noise."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class RunResult:
     mode: str
@@ -58,6 +69,8 @@ class RunResult:
     seconds: float
     statuses: Counter[int]
     latencies_ms: list[float]
+    server_cpu: float | None = None  # CPU seconds the API process used during the run
+    load: float = 0.0  # the machine's 1-minute load average at the end of the run
 
     @property
     def rate(self) -> float:
@@ -74,6 +87,9 @@ class RunResult:
             "p50_ms": round(lat[len(lat) // 2], 2),
             "p99_ms": round(lat[int(len(lat) * 0.99)], 2),
             "statuses": {str(k): v for k, v in self.statuses.items()},
+            "server_cpu_s": round(self.server_cpu, 2) if self.server_cpu is not None else None,
+            "events_per_server_cpu_s": round(self.events / self.server_cpu) if self.server_cpu else None,
+            "load1": self.load,
         }
 
 
@@ -196,7 +212,14 @@ async def main(args: argparse.Namespace) -> None:
             process = await start_api(path, workdir / "api.log", args.profile)
         for run in range(args.runs):
             for mode in modes:
-                result = await drive(url, mode, args.duration, args.concurrency, args.batch_size, args.size)
+                clients = args.batch_concurrency if mode == "batch" else args.concurrency
+                pid = process.pid if process is not None else None
+                before = cpu_seconds(pid)
+                result = await drive(url, mode, args.duration, clients, args.batch_size, args.size)
+                after = cpu_seconds(pid)
+                if before is not None and after is not None:
+                    result.server_cpu = after - before
+                result.load = round(os.getloadavg()[0], 2)
                 results[mode].append(result)
                 print(f"run {run + 1} {mode:>6}: {orjson.dumps(result.summary()).decode()}", flush=True)
                 if not args.url:
@@ -208,15 +231,23 @@ async def main(args: argparse.Namespace) -> None:
         if not args.url:
             await teardown(config)
     medians = {m: round(statistics.median(r.rate for r in runs)) for m, runs in results.items()}
+    per_cpu = {
+        m: round(statistics.median(r.events / r.server_cpu for r in runs if r.server_cpu))
+        for m, runs in results.items()
+        if any(r.server_cpu for r in runs)
+    }
     print(f"machine: {machine()}")
     for mode, rate in medians.items():
         unit = f" (batches of {args.batch_size})" if mode == "batch" else ""
-        print(f"median of {args.runs} runs, {mode}{unit}: {rate} events/s")
+        cpu = f"; {per_cpu[mode]} events per CPU-second of the API process" if mode in per_cpu else ""
+        print(f"median of {args.runs} runs, {mode}{unit}: {rate} events/s{cpu}")
     print(
         orjson.dumps(
             {
                 "medians_events_per_s": medians,
+                "medians_events_per_server_cpu_s": per_cpu,
                 "concurrency": args.concurrency,
+                "batch_concurrency": args.batch_concurrency,
                 "batch_size": args.batch_size,
                 "size": args.size,
                 "duration": args.duration,
@@ -229,7 +260,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=8.0, help="seconds per run and mode")
-    parser.add_argument("--concurrency", type=int, default=64, help="client connections posting back to back")
+    parser.add_argument("--concurrency", type=int, default=32, help="connections posting single events back to back")
+    parser.add_argument("--batch-concurrency", type=int, default=8, help="connections posting batches back to back")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--size", type=int, default=300, help="approximate bytes of each event's data")
     parser.add_argument("--modes", default="single,batch")

@@ -238,7 +238,9 @@ async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
                 f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
             )
         print("\n## Workloads")
-        print("| workload | system | publish/s | deliveries/s | p50 ms | p99 ms | lost | requests | vs bare loop |")
+        print(
+            "| workload | system | publish/s | deliveries/s | p50 ms | p99 ms | lost | requests | vs bare (per run) |"
+        )
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
             workload = WORKLOADS[name]
@@ -247,10 +249,16 @@ async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
             for _ in range(runs):
                 for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
                     results[system].append(await one_run(workload, system, workdir))
-            bare = median(results["bare"], "deliveries_per_s") if "bare" in results else None
+            bare_rows = results.get("bare")
             for system, rows in results.items():
                 rate = median(rows, "deliveries_per_s")
-                ratio = f"{rate / bare:.2f}" if bare and system != "bare" else "-"
+                ratio = "-"
+                if bare_rows and system != "bare":
+                    # Pair by pair: run i of each system ran back to back, so their ratio cancels the drift.
+                    pairs = [
+                        a["deliveries_per_s"] / b["deliveries_per_s"] for a, b in zip(rows, bare_rows, strict=True)
+                    ]
+                    ratio = f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
                 lost = max(r["lost"] for r in rows)
                 print(
                     f"| {name} | {system} | {median(rows, 'publish_per_s'):,.0f} | {rate:,.0f} | "
