@@ -42,6 +42,7 @@ log = logging.getLogger("warren.worker")
 
 MOVE_FAILURES: tuple[type[Exception], ...] = (aiormq.exceptions.DeliveryError, *CONNECTION_EXCEPTIONS)
 MOVE_FAILURE_PAUSE = 1.0  # seconds before a message whose move failed is handed back to RabbitMQ
+HELD_MEMORY = 1000  # messages handed back at the hold limit whose attempt counts a runner remembers
 
 
 class EndpointRunner:
@@ -72,13 +73,21 @@ class EndpointRunner:
             else [names.work_queue(prefix, endpoint.name)]
         )
         self._retry_statuses = frozenset(endpoint.retry_statuses)
-        self._consume_channel: AbstractChannel | None = None
+        self._connection: AbstractRobustConnection | None = None
+        self._consume_channel: AbstractChannel | None = None  # the work queue's (unordered endpoints)
+        # One channel per partition (ordered endpoints): closing it is how a held message goes back to the head
+        # of its partition. A quorum queue puts a nacked message at the *back* (checked on 3.10.8), which
+        # would let the messages behind it overtake it; a closed channel returns it to the front.
+        self._partition_channels: dict[str, AbstractChannel] = {}
+        self._tag_queue: dict[str, str] = {}  # consumer tag -> queue name, kept after the consumer is gone
         self._publish_channel: AbstractChannel | None = None
         self._queues: dict[str, AbstractQueue] = {}
         self._consumer_tags: dict[str, str] = {}
         self._delay_exchange: AbstractExchange | None = None
         self._dead_exchange: AbstractExchange | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
+        # Attempts of messages handed back at the ordered hold limit: event id -> (attempts, first ms, history).
+        self._held_before: dict[str, tuple[int, int | None, list[dict[str, Any]]]] = {}
         # Unordered queues batch their acks; a partition (prefetch 1) must ack at once to get its next message.
         self._acks: AckBatcher | None = None if self.ordered else AckBatcher()
         self._busy: dict[str, int] = {}  # consumer tag -> messages being delivered
@@ -90,33 +99,51 @@ class EndpointRunner:
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def open(self, connection: AbstractRobustConnection) -> None:
         """Open this endpoint's channels (consume with per-consumer prefetch; publish with confirms)."""
-        self._consume_channel = await connection.channel()
-        # Per-consumer prefetch (quorum queues refuse global QoS): the concurrency of an unordered endpoint,
-        # and 1 per partition for an ordered one, so nothing behind a held message overtakes it.
-        await self._consume_channel.set_qos(prefetch_count=1 if self.ordered else self.endpoint.concurrency)
+        self._connection = connection
+        if not self.ordered:
+            # Per-consumer prefetch (quorum queues refuse global QoS) = the endpoint's concurrency.
+            self._consume_channel = await connection.channel()
+            await self._consume_channel.set_qos(prefetch_count=self.endpoint.concurrency)
+            self._queues[self.queue_names[0]] = await self._consume_channel.get_queue(self.queue_names[0], ensure=True)
         self._publish_channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         self._delay_exchange = await self._publish_channel.get_exchange(
             names.delay_exchange(self.prefix, self.delay_levels - 1), ensure=False
         )
         self._dead_exchange = await self._publish_channel.get_exchange(names.dead_exchange(self.prefix), ensure=False)
-        for name in self.queue_names:
-            self._queues[name] = await self._consume_channel.get_queue(name, ensure=True)
 
     async def start_consuming(self) -> None:
         """Consume every assigned queue (all of this endpoint's unless partition claims assign fewer)."""
         self._accepting = True
         self.paused_reason = None
+        # Resumed before a busy partition's deferred cancel ran: keep that consumer, it is wanted again.
+        self._cancel_when_idle.clear()
         for name in self.assigned:
             await self._consume(name)
 
     async def _consume(self, name: str) -> None:
-        if name not in self._consumer_tags:
-            self._consumer_tags[name] = await self._queues[name].consume(self._on_message)
+        if name in self._consumer_tags:
+            return
+        if self.ordered:
+            # A partition gets a channel of its own, prefetch 1: nothing behind a held message is delivered.
+            assert self._connection is not None
+            channel = await self._connection.channel()
+            await channel.set_qos(prefetch_count=1)
+            self._partition_channels[name] = channel
+            self._queues[name] = await channel.get_queue(name, ensure=True)
+        tag = await self._queues[name].consume(self._on_message)
+        self._consumer_tags[name] = tag
+        self._tag_queue[tag] = name
 
     async def _cancel(self, name: str) -> None:
+        """Stop consuming ``name``. A partition's channel is closed, which returns a held message to its head."""
         tag = self._consumer_tags.pop(name, None)
-        if tag is not None:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+        if tag is None:
+            return
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+            channel = self._partition_channels.pop(name, None)
+            if channel is not None:
+                await channel.close()
+            else:
                 await self._queues[name].cancel(tag)
 
     async def assign(self, name: str) -> None:
@@ -182,6 +209,12 @@ class EndpointRunner:
         return len(still)
 
     async def close(self) -> None:
+        for name in list(self._partition_channels):
+            self._consumer_tags.pop(name, None)
+            partition_channel = self._partition_channels.pop(name)
+            if not partition_channel.is_closed:
+                with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+                    await partition_channel.close()
         for channel in (self._consume_channel, self._publish_channel):
             if channel is not None and not channel.is_closed:
                 with contextlib.suppress(*CONNECTION_EXCEPTIONS):
@@ -198,8 +231,8 @@ class EndpointRunner:
         if self._acks is not None:
             self._acks.track(message)
         if not self._accepting or message.consumer_tag not in self._consumer_tags.values():
-            # Delivered after a pause or cancel began: back to RabbitMQ untouched (quorum queues return it
-            # to the head, so partition order holds).
+            # Delivered after a pause or cancel began: back to RabbitMQ untouched (for a partition, by closing
+            # its channel, which keeps the partition's order).
             await self._hand_back(message)
             return
         self._in_flight.add(task)
@@ -352,8 +385,9 @@ class EndpointRunner:
         """Ordered: retry while holding the message unacked, so nothing behind it in the partition overtakes it.
 
         The hold is bounded by ``delivery.ordered_hold_limit``, below RabbitMQ's ``consumer_timeout`` (30 min by
-        default): past it the message is handed back to the head of its partition with its attempt count kept
-        in its history, and the next attempt continues the schedule.
+        default): past it the message is handed back to the head of its partition (its headers cannot change
+        while it is held) and this runner remembers its attempts, so that the next delivery of it continues the
+        schedule. Another worker taking it over starts from the headers' count; ``max_age`` bounds it either way.
         """
         now_ms = int(time.time() * 1000)
         try:
@@ -362,9 +396,9 @@ class EndpointRunner:
             await self._dead_letter(message, None, f"malformed message: {exc}")
             return
         held_since = time.monotonic()
-        attempts = delivery.attempts_made
-        first_ms = delivery.first_attempt_ms
-        history = list(delivery.history)
+        attempts, first_ms, history = self._held_before.pop(
+            delivery.event_id, (delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history))
+        )
         while True:
             current = Delivery(
                 delivery.event_id,
@@ -418,6 +452,9 @@ class EndpointRunner:
                     extra={"endpoint": self.endpoint.name, "attempt": attempts},
                 )
                 await asyncio.sleep(step.delay)
+                if len(self._held_before) >= HELD_MEMORY:
+                    self._held_before.pop(next(iter(self._held_before)))
+                self._held_before[delivery.event_id] = (attempts, first_ms, history)
                 await self._hand_back(message)
                 return
             await asyncio.sleep(step.delay)
@@ -435,6 +472,20 @@ class EndpointRunner:
             log.warning("ack lost with the channel; the message will be delivered again", exc_info=False)
 
     async def _hand_back(self, message: AbstractIncomingMessage) -> None:
+        """Give the message back to RabbitMQ unsettled by us: it will be delivered again.
+
+        A work queue message is nacked with requeue (a quorum queue puts it at the back; order does not matter
+        there). A partition's message must go back to the *head*, so its channel is closed instead, and the
+        partition consumed again on a fresh channel if this worker still serves it.
+        """
+        if self.ordered:
+            name = self._tag_queue.get(message.consumer_tag or "")
+            if name is not None and self._consumer_tags.get(name) == message.consumer_tag:
+                await self._cancel(name)
+                self._settled("handed-back")
+                if self._accepting and self.paused_reason is None and name in self.assigned:
+                    await self._consume(name)
+            return
         with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
             await message.nack(requeue=True)
             if self._acks is not None:

@@ -12,7 +12,7 @@ from typing import Protocol
 from consumers.classify import Verdict
 from consumers.http_attempt import AttemptResult
 
-__all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "Settlement"]
+__all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class AttemptRecord:
     status: int | None
     error: str | None
     duration: float  # seconds the HTTP request took
-    outcome: str  # delivered | retry | retry-in-place | exhausted | dead | disabled
+    outcome: str  # delivered | retry | retry-in-place | exhausted | dead | disabled | parked
     next_delay: float | None
     age: float  # seconds since the event was published (or replayed)
     retry_after: float | None  # what the endpoint asked for, if it did
@@ -34,6 +34,13 @@ class AttemptRecord:
 # How a message left the worker: acked after delivery, moved into the delay chain, moved to the DLQ, or
 # handed back to its queue (shutdown, pause, a failed move).
 Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back"
+
+
+class EndpointBlocked(Exception):  # control flow, like dramatiq's Retry, not an error
+    """Raised by a gate's ``acquire``: the endpoint may not be attempted now (circuit open, paused, disabled).
+
+    The runner hands the message back to RabbitMQ untouched: no attempt is made or counted.
+    """
 
 
 class DeliveryGate(Protocol):
@@ -50,3 +57,6 @@ class DeliveryHooks:
     observers: list[Callable[[AttemptRecord], None]] = field(default_factory=list)
     settlements: list[Callable[[str, Settlement], None]] = field(default_factory=list)  # endpoint, how
     on_disable: list[Callable[[str, str], Awaitable[None] | None]] = field(default_factory=list)  # endpoint, reason
+    # Asked after a retryable failure: True hands the message back untouched instead of spending an attempt
+    # (the endpoint's circuit has just opened: its messages wait in RabbitMQ with their budget intact).
+    park_failures: list[Callable[[str], bool]] = field(default_factory=list)  # endpoint
