@@ -1,0 +1,184 @@
+"""The ingest API as an aiohttp application: routes, the auth and error middlewares, and thin handlers.
+
+Order of checks on ``POST /v1/...``: token (401), content type (415), size (413, from Content-Length before
+reading), JSON (400), schema and limits (422), event types (422), webhook body size (413), then publish:
+202/207 once RabbitMQ confirmed, 409 unroutable, 503 with Retry-After when it did not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+from aiohttp.web_urldispatcher import _default_expect_handler  # sends "100 Continue"; aiohttp has no public name
+
+from broker.ingest.accept import (
+    IDEMPOTENCY_HEADER,
+    Limits,
+    batch_key_max_length,
+    build_events,
+    check_idempotency_key,
+    event_ids,
+    publish_batch,
+    publish_one,
+)
+from broker.ingest.auth import check_authorization, encode_tokens
+from broker.ingest.body import check_content_type, invalid, parse_body, too_large
+from broker.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
+from broker.ingest.eventtypes import TypeFilter
+from broker.ingest.link import BrokerLink
+from broker.ingest.openapi import openapi_document
+from broker.ingest.schemas import BatchIn, EventIn
+from topology.config import WarrenConfig
+from topology.errors import BrokerUnavailable
+
+__all__ = ["LINK", "create_app"]
+
+log = logging.getLogger("warren.api")
+
+LINK = web.AppKey("link", BrokerLink)
+_LIMITS = web.AppKey("limits", Limits)
+_TOKENS = web.AppKey("tokens", tuple[bytes, ...])
+_MAX_BODY = web.AppKey("max_body", int)
+_OPENAPI = web.AppKey("openapi", bytes)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(body: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, headers=headers, content_type="application/json")
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error leaves as the same JSON body; aiohttp's own (404, 405) too, keeping their headers."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return _json(exc.body(), exc.status, exc.headers)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+        code = exc.reason.lower().replace(" ", "_")
+        return _json({"error": code, "message": exc.reason}, exc.status, headers)
+    except Exception:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return _json({"error": INTERNAL, "message": "internal error (logged by the server)"}, 500)
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Bearer tokens guard ``/v1/``; probes and the OpenAPI document stay open."""
+    if request.path.startswith("/v1/"):
+        tokens: tuple[bytes, ...] = request.app[_TOKENS]
+        check_authorization(request.headers.get("Authorization"), tokens)
+    return await handler(request)
+
+
+async def _expect(request: web.Request) -> web.StreamResponse | None:
+    """``Expect: 100-continue``: refuse a wrong token, content type or a declared size before the body is sent."""
+    try:
+        tokens: tuple[bytes, ...] = request.app[_TOKENS]
+        check_authorization(request.headers.get("Authorization"), tokens)
+        check_content_type(request)
+        limit = request.app[_MAX_BODY]
+        if request.content_length is not None and request.content_length > limit:
+            raise too_large(limit)
+    except ApiError as exc:
+        return _json(exc.body(), exc.status, exc.headers)
+    await _default_expect_handler(request)
+    return None
+
+
+async def _publish_event(request: web.Request) -> web.Response:
+    limits = request.app[_LIMITS]
+    item = await parse_body(request, EventIn, request.app[_MAX_BODY])
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    check_idempotency_key(key)
+    [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
+    event_id = await publish_one(request.app[LINK], event, limits)
+    return _json({"id": event_id}, 202)
+
+
+async def _publish_batch(request: web.Request) -> web.Response:
+    limits = request.app[_LIMITS]
+    batch = await parse_body(request, BatchIn, request.app[_MAX_BODY])
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    check_idempotency_key(key, max_length=batch_key_max_length(limits.max_batch))
+    if len(batch.events) > limits.max_batch:
+        raise invalid([FieldProblem("events", f"at most {limits.max_batch} events per batch (api.max_batch)")])
+    events = build_events(batch.events, event_ids(batch.events, key, batch=True), limits, batch=True)
+    try:
+        outcome = await publish_batch(request.app[LINK], events, limits)
+    except BrokerUnavailable as exc:
+        raise limits.unavailable(f"no event stored: {exc}") from exc
+    status = outcome.status
+    if status in (409, 503):
+        first = outcome.failed[0]["message"]
+        error = (
+            limits.unavailable(f"no event stored: {first}", outcome.failed)
+            if status == 503
+            else ApiError(409, UNROUTABLE, f"no event stored: {first}", failed=outcome.failed)
+        )
+        raise error
+    retry = any(f["error"] == BROKER_UNAVAILABLE for f in outcome.failed)
+    headers = {"Retry-After": str(limits.retry_after)} if retry else None
+    return _json(outcome.body(), status, headers)
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    reason = await request.app[LINK].not_ready_reason()
+    if reason is None:
+        return _json({"status": "ready"})
+    return _json({"status": "not ready", "reason": reason}, 503, {"Retry-After": str(request.app[_LIMITS].retry_after)})
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[_OPENAPI], content_type="application/json")
+
+
+def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Application:
+    """The application; it starts ``link`` (made from ``config.broker`` unless given) and closes it on cleanup."""
+    api = config.api
+    # aiohttp's own cap is a second line behind read_limited; the margin lets ours answer first, in JSON.
+    app = web.Application(middlewares=[_errors, _auth], client_max_size=api.max_body + 1)
+    app[LINK] = link or BrokerLink(config.broker)
+    app[_LIMITS] = Limits(
+        type_filter=TypeFilter(api.allowed_event_types),
+        max_payload=config.delivery.max_payload,
+        max_batch=api.max_batch,
+        publish_timeout=api.publish_timeout,
+        retry_after=api.retry_after,
+    )
+    app[_TOKENS] = encode_tokens(api.tokens)
+    app[_MAX_BODY] = api.max_body
+    app[_OPENAPI] = orjson.dumps(
+        openapi_document(
+            max_batch=api.max_batch,
+            max_body=api.max_body,
+            max_payload=config.delivery.max_payload,
+            allowed_event_types=api.allowed_event_types,
+        )
+    )
+    app.router.add_post("/v1/events", _publish_event, expect_handler=_expect)
+    app.router.add_post("/v1/events/batch", _publish_batch, expect_handler=_expect)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/openapi.json", _openapi)
+
+    async def start_link(app: web.Application) -> None:
+        await app[LINK].start()
+
+    async def close_link(app: web.Application) -> None:
+        await app[LINK].close()
+
+    app.on_startup.append(start_link)
+    app.on_cleanup.append(close_link)
+    return app

@@ -1,0 +1,75 @@
+"""Errors the ingest API answers with: each one is an HTTP status, a stable code and a one-line message.
+
+WarrenError
+└── ApiError                 an HTTP error response (status, code, message, optional field details)
+
+Handlers raise ApiError; the error middleware in ``app.py`` turns it, and aiohttp's own HTTP exceptions
+(404, 405), into the same JSON body: ``{"error": code, "message": text, "fields": [...], "failed": [...]}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from topology.errors import WarrenError
+
+__all__ = [
+    "BAD_JSON",
+    "BROKER_UNAVAILABLE",
+    "EVENT_TYPE_NOT_ALLOWED",
+    "INTERNAL",
+    "INVALID",
+    "PAYLOAD_TOO_LARGE",
+    "UNAUTHORIZED",
+    "UNROUTABLE",
+    "UNSUPPORTED_MEDIA_TYPE",
+    "ApiError",
+    "FieldProblem",
+]
+
+# The stable ``error`` codes; clients switch on these, never on the message text.
+BAD_JSON = "malformed_json"
+UNAUTHORIZED = "unauthorized"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+PAYLOAD_TOO_LARGE = "payload_too_large"
+INVALID = "invalid_event"
+EVENT_TYPE_NOT_ALLOWED = "event_type_not_allowed"
+UNROUTABLE = "unroutable"
+BROKER_UNAVAILABLE = "broker_unavailable"
+INTERNAL = "internal_error"
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One field that failed validation: ``events[3].type`` and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+@dataclass
+class ApiError(WarrenError):
+    """An error response; ``headers`` carries e.g. ``Retry-After`` or ``WWW-Authenticate``."""
+
+    status: int
+    code: str
+    message: str
+    fields: list[FieldProblem] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    failed: list[dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body (shape: ``ErrorBody`` in schemas.py)."""
+        out: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.fields:
+            out["fields"] = [{"field": f.field, "message": f.message} for f in self.fields]
+        if self.failed is not None:
+            out["failed"] = self.failed
+        return out
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,107 @@
+"""POST /v1/events/batch against a real RabbitMQ: validation all-or-nothing, publishing per event (202/207/409)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from broker.management import ManagementClient
+from tests.broker.ingest.conftest import ApiServer, work_queue
+from topology.config import WarrenConfig
+
+pytestmark = pytest.mark.broker
+
+Start = Callable[..., Awaitable[ApiServer]]
+
+
+@pytest.fixture
+async def api(api_config: Callable[..., WarrenConfig], start_api: Start) -> ApiServer:
+    return await start_api(api_config(api={"max_batch": 5}))
+
+
+def order(n: int, **extra: Any) -> dict[str, Any]:
+    return {"type": "order.created", "data": {"n": n}, **extra}
+
+
+async def queue_depth(management: ManagementClient, name: str) -> int:
+    """Messages in a queue, from the management API (its figures lag; callers only ask for 0 after a 4xx)."""
+    info = await management.queue(name)
+    assert info is not None
+    return int(info.get("messages", 0))
+
+
+async def test_all_stored_is_202_with_ids_in_request_order(api: ApiServer, queue_reader: Any) -> None:
+    # Given a batch of three events and an Idempotency-Key
+    reply = await api.post(
+        "/v1/events/batch", {"events": [order(0), order(1, id="own-id"), order(2)]}, headers={"Idempotency-Key": "b1"}
+    )
+    # Then every event is stored under <key>.<index>, or its own id
+    assert reply.status == 202, reply.body
+    assert reply.body == {"ids": ["b1.0", "own-id", "b1.2"], "failed": []}
+    messages = await queue_reader(work_queue(api.config), 3)
+    assert sorted(m.message_id for m in messages if m.message_id) == ["b1.0", "b1.2", "own-id"]
+    assert {orjson.loads(m.body)["data"]["n"] for m in messages} == {0, 1, 2}
+
+
+async def test_retrying_a_batch_with_its_key_repeats_the_same_ids(api: ApiServer) -> None:
+    body = {"events": [order(0), order(1)]}
+    first = await api.post("/v1/events/batch", body, headers={"Idempotency-Key": "retry-me"})
+    second = await api.post("/v1/events/batch", body, headers={"Idempotency-Key": "retry-me"})
+    assert first.body["ids"] == second.body["ids"] == ["retry-me.0", "retry-me.1"]
+
+
+async def test_some_unroutable_is_207_naming_what_was_and_was_not_stored(api: ApiServer, queue_reader: Any) -> None:
+    # Given a batch where the middle event has a type no endpoint subscribes to
+    events = [order(0, id="e0"), {"type": "invoice.sent", "data": {}, "id": "e1"}, order(2, id="e2")]
+    reply = await api.post("/v1/events/batch", {"events": events})
+    # Then the two routable events are stored and the third is reported, by index and id
+    assert reply.status == 207, reply.body
+    assert reply.body["ids"] == ["e0", "e2"]
+    assert [(f["index"], f["id"], f["error"]) for f in reply.body["failed"]] == [(1, "e1", "unroutable")]
+    assert "Retry-After" not in reply.headers  # retrying an unroutable event would not help
+    messages = await queue_reader(work_queue(api.config), 2)
+    assert sorted(m.message_id or "" for m in messages) == ["e0", "e2"]
+
+
+async def test_none_routable_is_409_with_every_failure(api: ApiServer) -> None:
+    reply = await api.post("/v1/events/batch", {"events": [{"type": "a.b", "data": 1}, {"type": "c.d", "data": 2}]})
+    assert reply.status == 409 and reply.error == "unroutable"
+    assert [f["index"] for f in reply.body["failed"]] == [0, 1]
+
+
+async def test_one_invalid_event_refuses_the_whole_batch(api: ApiServer, management: ManagementClient) -> None:
+    # Given a batch whose second event has no type
+    reply = await api.post("/v1/events/batch", {"events": [order(0), {"data": 1}]})
+    # Then it is a 422 naming events[1].type, and nothing was published
+    assert reply.status == 422
+    assert reply.body["fields"][0]["field"] == "events[1].type"
+    assert await queue_depth(management, work_queue(api.config)) == 0
+
+
+async def test_more_than_max_batch_is_422_on_events(api: ApiServer) -> None:
+    reply = await api.post("/v1/events/batch", {"events": [order(i) for i in range(6)]})
+    assert reply.status == 422 and reply.body["fields"][0]["field"] == "events"
+    assert "at most 5" in reply.body["message"]
+
+
+async def test_empty_batch_is_422(api: ApiServer) -> None:
+    reply = await api.post("/v1/events/batch", {"events": []})
+    assert reply.status == 422 and reply.body["fields"][0]["field"] == "events"
+
+
+async def test_one_oversized_event_refuses_the_whole_batch(
+    api_config: Callable[..., WarrenConfig], start_api: Start, management: ManagementClient
+) -> None:
+    api = await start_api(api_config(delivery={"max_payload": 1024}))
+    reply = await api.post("/v1/events/batch", {"events": [order(0), {"type": "order.created", "data": "x" * 2000}]})
+    assert reply.status == 413 and reply.body["message"].startswith("events[1]")
+    assert await queue_depth(management, work_queue(api.config)) == 0
+
+
+async def test_batch_key_too_long_for_the_indexes_is_422(api: ApiServer) -> None:
+    # max_batch 5: the key must leave room for ".4"
+    reply = await api.post("/v1/events/batch", {"events": [order(0)]}, headers={"Idempotency-Key": "k" * 199})
+    assert reply.status == 422 and reply.body["fields"][0]["field"] == "Idempotency-Key"

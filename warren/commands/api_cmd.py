@@ -1,0 +1,34 @@
+"""``warren api``: the HTTP ingest API, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from broker.ingest.server import serve
+from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
+
+
+def api(
+    config: ConfigOption = None,
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on (default: api.host).")] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on (default: api.port).")
+    ] = None,
+) -> None:
+    """Accept events over HTTP and publish them to RabbitMQ; 202 only once RabbitMQ confirmed them."""
+    cfg = load(config)
+    if not cfg.api.tokens:
+        fail("api.tokens is empty: configure at least one bearer token (literal or 'env:NAME')", EXIT_USAGE)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        run(serve(cfg, host=host, port=port))
+    except OSError as exc:
+        # Typically the port is taken or the address is not local: a one-line message, not a traceback.
+        fail(f"cannot listen on {host or cfg.api.host}:{cfg.api.port if port is None else port}: {exc.strerror or exc}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("api")(api)
