@@ -9,7 +9,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
-from topology.errors import BrokerUnavailable
+from topology.errors import BrokerUnavailable, describe
 
 __all__ = ["CONNECTION_EXCEPTIONS", "connect", "redact_url"]
 
@@ -39,6 +39,4 @@ async def connect(url: str, *, name: str = "warren", timeout: float = 10.0) -> A
     try:
         return await aio_pika.connect_robust(url, timeout=timeout, client_properties={"connection_name": name})
     except CONNECTION_EXCEPTIONS as exc:
-        raise BrokerUnavailable(
-            f"cannot connect to RabbitMQ at {redact_url(url)}: {exc or type(exc).__name__}"
-        ) from exc
+        raise BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}") from exc

@@ -12,7 +12,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 from broker.connection import CONNECTION_EXCEPTIONS
 from broker.events import Event, encode_event
 from topology import names
-from topology.errors import PublishError, UnroutableError
+from topology.errors import PublishError, UnroutableError, describe
 
 __all__ = ["DEFAULT_WINDOW", "PublishReport", "Publisher"]
 
@@ -65,7 +65,7 @@ class Publisher:
             raise PublishError(f"RabbitMQ refused event {event.id} (nack)", event.id) from exc
         except CONNECTION_EXCEPTIONS as exc:
             raise PublishError(
-                f"event {event.id} not confirmed: connection to RabbitMQ lost ({exc or type(exc).__name__})",
+                f"event {event.id} not confirmed: connection to RabbitMQ lost ({describe(exc)})",
                 event.id,
             ) from exc
         finally:

@@ -35,6 +35,7 @@ from topology import names
 from topology.backoff import Exhausted, RetryIn, next_step
 from topology.config import DeliverySettings, Endpoint, RetryPolicy
 from topology.delays import delay_routing_key
+from topology.errors import describe
 
 __all__ = ["EndpointRunner"]
 
@@ -518,7 +519,7 @@ class EndpointRunner:
                 "could not move %s to %s (%s); it stays in its queue and will be tried again",
                 message.message_id,
                 "the DLQ" if how == "dead-lettered" else "the delay chain",
-                exc or type(exc).__name__,
+                describe(exc),
                 extra={"endpoint": self.endpoint.name},
             )
             await asyncio.sleep(MOVE_FAILURE_PAUSE)

@@ -29,6 +29,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from broker.connection import CONNECTION_EXCEPTIONS
 from consumers.endpoint_runner import EndpointRunner
+from topology.errors import describe
 
 __all__ = ["PartitionClaims", "fair_share"]
 
@@ -113,7 +114,7 @@ class PartitionClaims:
                     await self._connect()
                 await self.rebalance()
             except REBALANCE_FAILURES as exc:
-                log.warning("partition rebalance failed (%s); trying again", exc or type(exc).__name__)
+                log.warning("partition rebalance failed (%s); trying again", describe(exc))
 
     async def _workers(self) -> int:
         assert self._channel is not None

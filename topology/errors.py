@@ -7,7 +7,8 @@ WarrenError
 │   └── UnroutableError      no queue is bound for the event's type (nothing subscribes to it)
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
 ├── TopologyError            the broker's objects differ from the plan, or a plugin is missing
-└── ManagementError          the management HTTP API refused or failed a request
+├── ManagementError          the management HTTP API refused or failed a request
+└── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ __all__ = [
     "EventError",
     "ManagementError",
     "PublishError",
+    "ReplayError",
     "TopologyError",
     "UnroutableError",
     "WarrenError",
+    "describe",
 ]
 
 
@@ -57,3 +60,12 @@ class ManagementError(WarrenError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ReplayError(WarrenError):
+    """A DLQ replay stopped before it finished; whatever was not moved is still in the DLQ."""
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a short text for a message: its own words, or its type when it has none."""
+    return str(exc) or type(exc).__name__
