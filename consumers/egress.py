@@ -21,6 +21,9 @@ from topology.errors import WarrenError
 __all__ = ["ForbiddenAddress", "GuardedResolver", "check_url_literal", "forbidden_reason"]
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # well-known NAT64 prefix: the last 32 bits are IPv4
+
+
 class ForbiddenAddress(WarrenError):
     """The endpoint's address is loopback, private, link-local, multicast or reserved, and that is not allowed."""
 
@@ -31,8 +34,13 @@ def forbidden_reason(address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return f"{address!r} is not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        # An IPv4 address carried inside an IPv6 one reaches that IPv4 host: judge the IPv4 address.
+        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            ip = embedded
     for label, flag in (
         ("loopback", ip.is_loopback),
         ("private", ip.is_private),
@@ -40,6 +48,8 @@ def forbidden_reason(address: str) -> str | None:
         ("multicast", ip.is_multicast),
         ("reserved", ip.is_reserved),
         ("unspecified", ip.is_unspecified),
+        # Whatever else is not globally routable, e.g. carrier-grade NAT (100.64.0.0/10).
+        ("non-global", not ip.is_global),
     ):
         if flag:
             return f"{ip} is a {label} address (set delivery.allow_private_networks = true to allow it)"

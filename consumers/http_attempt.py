@@ -86,6 +86,9 @@ class HttpSender:
                 )
         except ForbiddenAddress as exc:
             return AttemptResult(None, f"refused: {exc}", time.monotonic() - started, forbidden=True)
+        except aiohttp.InvalidURL as exc:
+            # e.g. "http://127.1/": yarl refuses non-canonical IPv4 forms. Retrying cannot help either.
+            return AttemptResult(None, f"refused: invalid URL {exc}", time.monotonic() - started, forbidden=True)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ForbiddenAddress):
                 return AttemptResult(None, f"refused: {exc.os_error}", time.monotonic() - started, forbidden=True)

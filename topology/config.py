@@ -35,6 +35,7 @@ from topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve
 __all__ = [
     "ApiSettings",
     "BrokerSettings",
+    "CircuitSettings",
     "ConfigError",
     "DeliverySettings",
     "Endpoint",
@@ -234,6 +235,34 @@ class WorkerSettings(_Frozen):
     rebalance_interval: PositiveDuration = 5.0
 
 
+class CircuitSettings(_Frozen):
+    """An endpoint's circuit breaker: when it opens, how long it waits, how delivery resumes (docs/health.md).
+
+    It opens after ``consecutive_failures`` failed attempts in a row, or when at least ``min_requests`` attempts
+    in the last ``window`` failed at ``failure_ratio`` or more. Open, the endpoint's queues are not consumed;
+    after ``cooldown`` (times ``cooldown_factor`` per failed probe, at most ``cooldown_max``) one probe
+    delivery tests it; success closes it, and concurrency ramps up from ``ramp_start``, doubling per success.
+    Open longer than ``disable_after``, the endpoint is disabled until ``warren endpoint enable``.
+    """
+
+    enabled: bool = True
+    consecutive_failures: int = Field(default=20, ge=1)
+    failure_ratio: float | None = Field(default=0.5, gt=0, le=1)
+    window: PositiveDuration = 30.0
+    min_requests: int = Field(default=40, ge=1)
+    cooldown: PositiveDuration = 5.0
+    cooldown_factor: float = Field(default=2.0, ge=1.0)
+    cooldown_max: PositiveDuration = 300.0
+    ramp_start: int = Field(default=1, ge=1)
+    disable_after: PositiveDuration = 5 * 86400.0
+
+    @model_validator(mode="after")
+    def _cooldown_bounds(self) -> CircuitSettings:
+        if self.cooldown_max < self.cooldown:
+            raise ValueError("cooldown_max must be at least cooldown")
+        return self
+
+
 class Endpoint(_Frozen):
     """A subscriber: where events go, how they are signed, which ones, and in what order."""
 
@@ -250,6 +279,11 @@ class Endpoint(_Frozen):
     retry_statuses: tuple[int, ...] = Field(
         default=(), description="extra 4xx statuses to retry instead of dead-lettering (e.g. 404, 409)"
     )
+    # Endpoint health (docs/health.md): the circuit breaker, and limits that hold across the whole fleet.
+    circuit: CircuitSettings = CircuitSettings()
+    max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="concurrent requests, fleet-wide")
+    rate_limit: float | None = Field(default=None, gt=0, description="requests per second, fleet-wide")
+    burst: int | None = Field(default=None, ge=1, description="requests above the rate at once (default: 1 s worth)")
 
     @field_validator("name")
     @classmethod
@@ -277,6 +311,8 @@ class Endpoint(_Frozen):
     def _partitions_match_ordering(self) -> Endpoint:
         if self.ordering == "none" and self.partitions not in (None, 1):
             raise ValueError("partitions applies only to ordering = 'key'")
+        if self.burst is not None and self.rate_limit is None:
+            raise ValueError("burst applies only with a rate_limit")
         return self
 
     @property

@@ -15,11 +15,13 @@ __all__ = [
     "dlq",
     "endpoint_exchange",
     "events_exchange",
+    "health_roster",
     "inbound_dead_key",
     "inbound_dlq",
     "inbound_queue",
     "operator_exchange",
     "partition_queue",
+    "probe_lock",
     "queue_endpoint",
     "state_queue",
     "work_queue",
@@ -94,6 +96,19 @@ def control_exchange(prefix: str) -> str:
 def state_queue(prefix: str) -> str:
     """Durable last-value store of endpoint states, read by workers that start later."""
     return f"{prefix}.state"
+
+
+def health_roster(prefix: str, endpoint: str) -> str:
+    """Auto-delete queue each worker serving a rate- or in-flight-limited endpoint consumes: its consumers count them.
+
+    Outside ``{prefix}.ep.``, so that ``warren setup`` never takes it for a leftover of the endpoint.
+    """
+    return f"{prefix}.health.{endpoint}.roster"
+
+
+def probe_lock(prefix: str, endpoint: str) -> str:
+    """Exclusive queue held by the one worker probing an open circuit (gone with that worker's connection)."""
+    return f"{prefix}.health.{endpoint}.probe"
 
 
 def operator_exchange(prefix: str) -> str:

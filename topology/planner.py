@@ -109,6 +109,28 @@ def _delay_objects(prefix: str, qtype: str, levels: int) -> tuple[list[Exchange]
     return exchanges, queues, bindings
 
 
+# The endpoint-state stream keeps every state change; size-bounded, so old segments go. Records are a few
+# hundred bytes; workers re-append the records still in force every hour (consumers/health/state_store.py),
+# so a disabled endpoint's record is never among those dropped.
+STATE_STREAM_MAX_BYTES = 16 * 1024 * 1024
+STATE_STREAM_SEGMENT_BYTES = 1024 * 1024
+
+
+def _health_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    """Endpoint health: the control exchange every worker listens on, and the stream that remembers."""
+    control = Exchange(names.control_exchange(prefix), "fanout")
+    state = Queue(
+        names.state_queue(prefix),
+        {
+            "x-queue-type": "stream",
+            "x-max-length-bytes": STATE_STREAM_MAX_BYTES,
+            "x-stream-max-segment-size-bytes": STATE_STREAM_SEGMENT_BYTES,
+        },
+        role="endpoint states (stream)",
+    )
+    return [control], [state], [Binding(control.name, state.name, "queue")]
+
+
 def plan_topology(config: WarrenConfig) -> Plan:
     """Every exchange, queue and binding the configuration needs."""
     prefix, qtype = config.broker.prefix, config.broker.queue_type
@@ -131,4 +153,8 @@ def plan_topology(config: WarrenConfig) -> Plan:
         q, b = _inbound_objects(config, source)
         queues += q
         bindings += b
+    e, q, b = _health_objects(prefix)
+    exchanges += e
+    queues += q
+    bindings += b
     return Plan(tuple(exchanges), tuple(queues), tuple(bindings), levels)

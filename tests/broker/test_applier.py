@@ -48,7 +48,7 @@ async def test_setup_declares_exactly_the_plan(
         record = await management.queue(queue.name)
         assert record is not None, queue.name
         assert record["arguments"] == dict(queue.arguments), queue.name
-        assert record["durable"] is True and record["type"] == "quorum"
+        assert record["durable"] is True and record["type"] == queue.arguments["x-queue-type"]  # quorum; state: stream
     # And each exchange with its type and arguments, each binding, and nothing else under the prefix
     state = await prefix_state(management, prefix)
     assert set(state.exchanges) == {e.name for e in plan.exchanges}

@@ -211,17 +211,22 @@ async def test_jittered_delays_spread_over_the_window(endpoint_config, receiver:
         return Reply(200)
 
     receiver.behaviour = fail_first
-    config = await endpoint_config([{"name": "herd", "concurrency": 200}], retry={"base": "1s", "cap": "1s"})
+    # (200 failures at once look like an outage: the circuit breaker is off here, this test is about jitter)
+    config = await endpoint_config(
+        [{"name": "herd", "concurrency": 200, "circuit": {"enabled": False}}], retry={"base": "1s", "cap": "1s"}
+    )
     await publish(config, [Event(type="x.y", data={"i": i}) for i in range(200)])
     async with Worker(config):
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 200, 20)
     # Then the retries are spread across the 1 s window rather than bunched at one instant: they span most
-    # of it, no 100 ms slice holds more than 15% of them, and none waited past the bound (plus the transit
-    # through the delay chain, which is about a tenth of a second under this burst)
+    # of it, 8 of its 10 slices of 100 ms hold some, no slice holds a quarter of them (uniform would be a
+    # tenth; the margin absorbs a busy machine), and none waited past the bound plus the transit through the
+    # delay chain (about a tenth of a second under this burst)
     waits = sorted(second[i] - first[i] for i in first)
     bins = [sum(1 for w in waits if b * 0.1 <= w < (b + 1) * 0.1) for b in range(15)]
     assert waits[-1] - waits[0] > 0.75, waits
-    assert max(bins) <= 30, bins
+    assert max(bins) <= 50, bins
+    assert sum(1 for count in bins[:10] if count) >= 8, bins
     assert waits[-1] < 1.0 + 0.4
 
 
@@ -295,3 +300,27 @@ async def test_a_slow_request_does_not_hold_back_the_acks_of_others(
         assert slow_id[0] not in receiver.ok_ids()
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 41, 10)
     assert len(receiver.received) == 41
+
+
+async def test_ordered_hold_limit_hands_back_and_keeps_counting(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an ordered endpoint whose hold limit is 250 ms, and a receiver failing the first 6 requests
+    calls: list[int] = []
+
+    def fail_six(r: Receiver, request: Any, body: bytes) -> Reply:
+        calls.append(orjson.loads(body)["sequence"])
+        return Reply(503) if len(calls) <= 6 else Reply(200)
+
+    receiver.behaviour = fail_six
+    config = await endpoint_config(
+        [{"name": "held", "ordering": "key", "partitions": 1}],
+        retry={"base": "100ms", "cap": "100ms", "max_attempts": 7, "jitter": "none"},
+        delivery={"ordered_hold_limit": "250ms"},
+    )
+    events = [Event(type="x.y", data={}, key="k", sequence=i) for i in range(3)]
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 3, 15)
+    # Then the head message was handed back at the limit (more than once) yet kept its attempt count:
+    # its 7th attempt succeeded (the 7-attempt budget was not restarted), and order held
+    sequences = [r.json["sequence"] for r in receiver.received]
+    assert sequences == [0] * 7 + [1, 2]

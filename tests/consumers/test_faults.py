@@ -154,3 +154,26 @@ async def test_two_workers_share_partitions_and_keep_order(
             delivered[request.json["key"]].append(request.json["sequence"])
     assert sum(1 for s in delivered.values() for a, b in itertools.pairwise(s) if b <= a) == 0
     assert receiver.ok_ids() == {e.id for e in events}
+
+
+async def test_stopping_while_a_partition_holds_a_message_keeps_its_order(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an ordered endpoint whose head message is being retried in place when the worker stops
+    failing = {"on": True}
+    receiver.behaviour = lambda r, request, body: Reply(503) if failing["on"] else Reply(200)
+    config = await endpoint_config(
+        [{"name": "ledger", "ordering": "key", "partitions": 1, "circuit": {"enabled": False}}],
+        retry={"base": "300ms", "cap": "300ms", "jitter": "none", "max_attempts": 50},
+        delivery={"grace_period": "50ms"},
+    )
+    events = [Event(type="x.y", data={}, key="k", sequence=i) for i in range(5)]
+    await publish(config, events)
+    async with Worker(config):
+        await receiver.wait_for(lambda r: len(r.received) >= 2, 10)
+    # When a new worker takes over after the receiver recovered
+    failing["on"] = False
+    async with Worker(config):
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 5, 15)
+    # Then the held message went back to the head of its partition (not the back): order is intact
+    assert [r.json["sequence"] for r in receiver.received if r.status == 200] == [0, 1, 2, 3, 4]

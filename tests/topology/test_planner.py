@@ -159,7 +159,10 @@ def test_dlqs_have_no_delivery_limit_and_no_ttl(plan: Plan) -> None:
 
 def test_classic_queue_type_is_used_everywhere_and_drops_quorum_only_arguments() -> None:
     plan = plan_topology(config(ACME, BILLING, broker={"queue_type": "classic"}))
-    assert {q.arguments["x-queue-type"] for q in plan.queues} == {"classic"}
+    # (except the endpoint-state stream: a stream whatever the queue type, for its non-destructive reads)
+    state = names.state_queue(P)
+    assert {q.arguments["x-queue-type"] for q in plan.queues if q.name != state} == {"classic"}
+    assert plan.queue(state).arguments["x-queue-type"] == "stream"
     delay = plan.queue(names.delay_queue(P, 0))
     assert "x-dead-letter-strategy" not in delay.arguments and "x-overflow" not in delay.arguments
     assert delay.arguments["x-dead-letter-exchange"] == names.delay_due_exchange(P)

@@ -1,0 +1,461 @@
+"""The worker's endpoint-health shell: guards wired into the runners, and the fleet reached through RabbitMQ.
+
+For each endpoint the worker serves it keeps an EndpointGuard (guard.py) and:
+
+- plugs into the runner's seams (consumers/hooks.py): the gate around every attempt, the park-failures
+  check, the 410 ``on_disable`` callback, and an observer that reports ``message.exhausted``;
+- applies every state record it hears on the control exchange, or reads from the state stream when it
+  (re)connects, then reconciles the runner: paused while the endpoint is held, consuming otherwise;
+- publishes the transitions its guards decide, with their operator events;
+- when an open circuit's cool-down is over, tries the endpoint's probe lock; the one worker in the fleet
+  that gets it goes half-open and lets exactly one delivery through, and releases the lock with the verdict;
+  open for longer than ``disable_after``, the lock holder disables the endpoint instead;
+- counts the workers serving each rate- or in-flight-limited endpoint (roster queues) to split the limits;
+- re-appends the records still in force to the state stream every hour, so retention never drops them.
+
+Its connection is its own, and deliberately not a robust one: the probe locks are exclusive queues that
+must vanish with it, and after a reconnect it rebuilds everything itself (and re-reads the stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import random
+import time
+import uuid
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractConnection
+
+from consumers.classify import Verdict
+from consumers.endpoint_runner import EndpointRunner
+from consumers.health import breaker
+from consumers.health.fleet import ExclusiveLocks, Roster
+from consumers.health.guard import EndpointGuard
+from consumers.health.operator_events import (
+    EXHAUSTED,
+    PUBLISH_FAILURES,
+    OperatorEvents,
+    event_data,
+    event_for,
+    iso,
+)
+from consumers.health.records import ACTIVE, HALF_OPEN, OPEN, StateRecord, standing
+from consumers.health.state_store import StateStore
+from consumers.hooks import AttemptRecord, DeliveryHooks
+from consumers.http_attempt import AttemptResult
+from topology import names
+from topology.config import WarrenConfig
+from topology.errors import BrokerUnavailable, TopologyError
+
+__all__ = ["HealthControl"]
+
+log = logging.getLogger("warren.health")
+
+TICK = 0.05  # seconds between looks at held endpoints (cool-downs, throttles); cheap: only non-default ones
+RECONNECT_DELAY = 1.0
+REFRESH_INTERVAL = 3600.0  # re-append the records in force to the state stream (see state_store.py)
+CLOSE_TIMEOUT = 3.0  # seconds to publish what is pending when the worker stops
+RECONNECT_FAILURES: tuple[type[Exception], ...] = (BrokerUnavailable, TopologyError, *PUBLISH_FAILURES)
+# AssertionError: the store is not attached yet (the first connection is still being made).
+UNSENT_FAILURES: tuple[type[Exception], ...] = (*PUBLISH_FAILURES, AssertionError)
+
+
+class HealthControl:
+    """Endpoint health for one worker process (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: WarrenConfig,
+        runners: Mapping[str, EndpointRunner],
+        hooks: DeliveryHooks,
+        *,
+        worker: str,
+    ) -> None:
+        self.config = config
+        self.prefix = config.broker.prefix
+        self.runners = runners
+        self.hooks = hooks
+        self.by = f"{worker}-{uuid.uuid4().hex[:6]}"
+        self.guards: dict[str, EndpointGuard] = {}
+        for name, runner in runners.items():
+            guard = EndpointGuard(
+                runner.endpoint, throttle_cap=runner.policy.cap, by=self.by, emit=functools.partial(self._emit, name)
+            )
+            guard.on_probe_done = functools.partial(self._probe_done, name)
+            self.guards[name] = guard
+        self.store = StateStore(self.prefix)
+        self.events = OperatorEvents(self.prefix)
+        self.locks = ExclusiveLocks()
+        self.roster = Roster(
+            {
+                name: names.health_roster(self.prefix, name)
+                for name, runner in runners.items()
+                if runner.endpoint.rate_limit is not None or runner.endpoint.max_in_flight is not None
+            }
+        )
+        self._connection: AbstractConnection | None = None
+        self._unsent: list[StateRecord] = []
+        self._publishing: dict[str, asyncio.Task[None]] = {}  # endpoint -> its latest publish
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loops: list[asyncio.Task[None]] = []
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._runner_locks = {name: asyncio.Lock() for name in runners}
+        self._next_probe: dict[str, float] = {}
+        self._not_before: dict[str, float] = {}  # endpoint -> monotonic time before which not to reconcile
+        self._trying_probe: set[str] = set()
+        self._active = False
+        self._halted = False
+
+    @property
+    def connected(self) -> bool:
+        """Whether the health connection is up (the fleet's broadcasts are being heard)."""
+        return self._connection is not None and not self._connection.is_closed
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect, learn the fleet's state, hook into the runners, and pause the endpoints held.
+
+        Called before the worker starts consuming, so that a disabled or open endpoint never takes a message.
+        """
+        await self._connect()
+        self.hooks.gates.append(self)
+        self.hooks.park_failures.append(self._parks)
+        self.hooks.on_disable.append(self._on_disable)
+        self.hooks.observers.append(self._observe)
+        now = time.time()
+        for name, guard in self.guards.items():
+            where = standing(guard.view, now, guard.probing)
+            if where.mode == "hold":
+                await self.runners[name].pause(where.reason)
+                log.warning("endpoint %s held at start: %s", name, where.reason, extra={"endpoint": name})
+
+    def activate(self) -> None:
+        """The worker has started its runners: from now on, follow the fleet's state."""
+        self._active = True
+        for name in self.guards:
+            self._reconcile_soon(name)
+        self._loops.append(asyncio.create_task(self._tick_loop(), name="health-tick"))
+        if self.roster.queues:
+            self._loops.append(asyncio.create_task(self._roster_loop(), name="health-roster"))
+
+    async def halt(self) -> None:
+        """Stop following the fleet (the worker is stopping): refuse new attempts, resume nothing."""
+        self._halted = True
+        for guard in self.guards.values():
+            guard.closing = True
+            guard.changed()
+        for task in [*self._loops, *([self._reconnect_task] if self._reconnect_task else [])]:
+            task.cancel()
+        for task in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._loops = []
+        for lock in self._runner_locks.values():
+            async with lock:  # let a reconcile in progress finish before the worker cancels consumers
+                pass
+
+    async def close(self) -> None:
+        """Publish what is pending (bounded wait), then close the connection (releasing every lock)."""
+        await self.halt()
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=CLOSE_TIMEOUT)
+        await self.events.flush(CLOSE_TIMEOUT)
+        await self.events.close()
+        if self._unsent:
+            log.warning("%d endpoint state change(s) could not be published", len(self._unsent))
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def _connect(self) -> None:
+        try:
+            connection = await aio_pika.connect(
+                self.config.broker.url,
+                timeout=10,
+                client_properties={"connection_name": f"warren-health-{os.getpid()}"},
+            )
+        except PUBLISH_FAILURES as exc:
+            raise BrokerUnavailable(f"endpoint health cannot reach RabbitMQ: {exc or type(exc).__name__}") from exc
+        try:
+            await self.store.attach(connection)
+            await self.store.listen(self._apply)  # first, so nothing published while we read is missed
+            for record in await self.store.load(connection):
+                self._apply(record)
+            await self.events.attach(connection)
+            if self.roster.queues:
+                await self.roster.join(connection)
+                self._share_limits(await self.roster.counts(connection, self.roster.queues))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await connection.close()
+            raise
+        self._connection = connection
+        connection.close_callbacks.add(self._on_lost)
+        unsent, self._unsent = self._unsent, []
+        for record in unsent:
+            self._spawn(self._publish(record))
+
+    def _on_lost(self, *_: object) -> None:
+        if self._halted or self._connection is None:
+            return
+        self._connection = None
+        self.locks.forget_all()
+        self.events.detach()
+        log.warning("endpoint health lost its RabbitMQ connection; reconnecting")
+        for name, guard in self.guards.items():
+            if guard.probing:  # the probe lock went with the connection; another worker may take over
+                guard.probing = False
+                guard.changed()
+                self._reconcile_soon(name)
+        self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        while not self._halted:
+            await asyncio.sleep(RECONNECT_DELAY)
+            try:
+                await self._connect()
+            except RECONNECT_FAILURES as exc:
+                log.warning("endpoint health: reconnect failed (%s); trying again", exc or type(exc).__name__)
+                continue
+            log.info("endpoint health reconnected")
+            for name in self.guards:
+                self._reconcile_soon(name)
+            return
+
+    # --- the seams of the runner --------------------------------------------------------------------------
+    async def acquire(self, endpoint: str) -> None:
+        guard = self.guards.get(endpoint)
+        if guard is not None:
+            await guard.acquire()
+
+    def release(self, endpoint: str, result: AttemptResult | None, verdict: Verdict | None) -> None:
+        guard = self.guards.get(endpoint)
+        if guard is not None:
+            guard.release(result, verdict)
+
+    def _parks(self, endpoint: str) -> bool:
+        guard = self.guards.get(endpoint)
+        return guard is not None and guard.parks()
+
+    def _on_disable(self, endpoint: str, reason: str) -> None:
+        guard = self.guards.get(endpoint)
+        if guard is not None and (record := guard.disable(reason)) is not None:
+            self._emit(endpoint, record)
+
+    def _observe(self, record: AttemptRecord) -> None:
+        if record.outcome == "exhausted":
+            self.events.publish(
+                EXHAUSTED,
+                {
+                    "endpoint": record.endpoint,
+                    "event_id": record.event_id,
+                    "attempts": record.attempt,
+                    "last_status": record.status,
+                    "last_error": record.error,
+                    "age_seconds": round(record.age, 3),
+                },
+            )
+
+    # --- state ----------------------------------------------------------------------------------------------
+    def _apply(self, record: StateRecord) -> None:
+        """A record heard from the fleet (or read back from the stream)."""
+        guard = self.guards.get(record.endpoint)
+        if guard is not None and guard.apply(record):
+            if self._active and record.by != self.by:
+                log.info(
+                    "endpoint %s: %s %s (%s), decided by %s",
+                    record.endpoint,
+                    record.kind,
+                    record.state,
+                    record.reason,
+                    record.by,
+                    extra={"endpoint": record.endpoint, "state": record.state},
+                )
+            self._reconcile_soon(record.endpoint)
+
+    def _emit(self, endpoint: str, record: StateRecord) -> None:
+        """A decision of this worker: apply it here at once, then tell the fleet (and the operator)."""
+        guard = self.guards[endpoint]
+        previous = getattr(guard.view, f"{record.kind}_state", record.kind)
+        event = event_for(guard.view, record)
+        if not guard.apply(record):
+            return
+        log.warning(
+            "endpoint %s: %s %s (%s)",
+            endpoint,
+            record.kind,
+            record.state,
+            record.reason,
+            extra={"endpoint": endpoint, "state": record.state, "until": iso(record.until or record.retry_at)},
+        )
+        self._reconcile_soon(endpoint)
+        self._publishing[endpoint] = self._spawn(self._publish(record))
+        if event is not None:
+            self.events.publish(event, event_data(record, previous))
+
+    async def _publish(self, record: StateRecord) -> None:
+        try:
+            await self.store.publish(record)
+        except UNSENT_FAILURES as exc:
+            log.warning("state change of %s not published yet (%s)", record.endpoint, exc or type(exc).__name__)
+            self._unsent.append(record)
+
+    # --- runners --------------------------------------------------------------------------------------------
+    def _reconcile_soon(self, endpoint: str) -> None:
+        if self._active and not self._halted:
+            self._spawn(self._reconcile(endpoint))
+
+    async def _reconcile(self, endpoint: str) -> None:
+        """Pause the runner while the endpoint is held; resume it when it may deliver (or probe)."""
+        async with self._runner_locks[endpoint]:
+            if self._halted:
+                return
+            guard, runner = self.guards[endpoint], self.runners[endpoint]
+            where = standing(guard.view, time.time(), guard.probing)
+            try:
+                if where.mode == "hold":
+                    if runner.paused_reason != where.reason:
+                        await runner.pause(where.reason)
+                elif runner.paused_reason is not None:
+                    log.info("endpoint %s: consuming again (%s)", endpoint, where.mode, extra={"endpoint": endpoint})
+                    await runner.resume()
+            except PUBLISH_FAILURES as exc:
+                # The worker's own connection is still coming back (after a broker restart, say): stay paused,
+                # and the tick tries again a little later.
+                log.warning("endpoint %s: not resumed yet (%s)", endpoint, exc or type(exc).__name__)
+                await runner.pause(f"waiting for RabbitMQ: {exc or type(exc).__name__}")
+                self._not_before[endpoint] = time.monotonic() + RECONNECT_DELAY
+
+    # --- timers ---------------------------------------------------------------------------------------------
+    async def _tick_loop(self) -> None:
+        next_refresh = time.monotonic() + REFRESH_INTERVAL * random.uniform(0.9, 1.1)
+        while True:
+            await asyncio.sleep(TICK)
+            now = time.time()
+            for name, guard in self.guards.items():
+                runner = self.runners[name]
+                where = standing(guard.view, now, guard.probing)
+                held = where.mode == "hold"
+                drifted = held != (runner.paused_reason is not None) or (held and runner.paused_reason != where.reason)
+                if drifted and time.monotonic() >= self._not_before.get(name, 0.0):
+                    self._reconcile_soon(name)
+                if guard.probing and not runner.assigned:
+                    # An ordered endpoint whose partitions all went to other workers: let one of them probe.
+                    guard.probing = False
+                    self._probe_done(name)
+                    self._reconcile_soon(name)
+                if self._probe_due(name, guard, now):
+                    self._trying_probe.add(name)
+                    self._spawn(self._try_probe(name))
+            if time.monotonic() >= next_refresh:
+                next_refresh = time.monotonic() + REFRESH_INTERVAL * random.uniform(0.9, 1.1)
+                self._spawn(self._refresh())
+
+    def _probe_due(self, name: str, guard: EndpointGuard, now: float) -> bool:
+        circuit = guard.view.circuit
+        if circuit is None or circuit.state not in (OPEN, HALF_OPEN) or guard.view.admin_state != ACTIVE:
+            return False
+        if guard.probing or name in self._trying_probe or self._connection is None:
+            return False
+        if not self.runners[name].assigned or guard.view.throttled_until > now:
+            return False
+        due = (circuit.retry_at or 0.0) if circuit.state == OPEN else 0.0  # half-open: whenever the lock is free
+        return now >= max(due, self._next_probe.get(name, 0.0))
+
+    async def _try_probe(self, name: str) -> None:
+        guard = self.guards[name]
+        settings = guard.settings
+        lock = names.probe_lock(self.prefix, name)
+        try:
+            connection = self._connection
+            won = connection is not None and await self.locks.try_take(connection, lock)
+            if not won:
+                # Someone else probes (or just did): look again after a while, in case that worker dies.
+                self._next_probe[name] = time.time() + max(1.0, settings.cooldown)
+                return
+            now = time.time()
+            circuit = guard.view.circuit
+            still_due = (
+                circuit is not None
+                and guard.view.admin_state == ACTIVE
+                and (circuit.state == HALF_OPEN or (circuit.state == OPEN and now >= (circuit.retry_at or 0.0)))
+            )
+            if circuit is None or not still_due:
+                await self.locks.release(lock)
+                return
+            if circuit.opened_at is not None and now - circuit.opened_at >= settings.disable_after:
+                record = guard.disable(
+                    f"circuit open since {iso(circuit.opened_at)}, longer than disable_after "
+                    f"({settings.disable_after:g}s); last: {circuit.reason}"
+                )
+                if record is not None:
+                    self._emit(name, record)
+                await self._release_after_publish(name)
+                return
+            self._emit(name, breaker.probe_started(guard.view, now, self.by))
+            guard.probing = True
+            guard.changed()
+            self._reconcile_soon(name)
+        except PUBLISH_FAILURES as exc:
+            log.warning("probe lock of %s not taken (%s)", name, exc or type(exc).__name__)
+        finally:
+            self._trying_probe.discard(name)
+
+    def _probe_done(self, name: str) -> None:
+        self._spawn(self._release_after_publish(name))
+
+    async def _release_after_publish(self, name: str) -> None:
+        # The verdict reaches the fleet before the lock is free, so the next holder sees the new cool-down.
+        publishing = self._publishing.get(name)
+        if publishing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(publishing), CLOSE_TIMEOUT)
+        await self.locks.release(names.probe_lock(self.prefix, name))
+
+    async def _roster_loop(self) -> None:
+        interval = self.config.worker.rebalance_interval
+        while True:
+            await asyncio.sleep(interval * random.uniform(0.8, 1.2))
+            connection = self._connection
+            if connection is None:
+                continue
+            try:
+                counts = await self.roster.counts(connection, self.roster.queues)
+            except PUBLISH_FAILURES as exc:
+                log.warning("worker count not read (%s)", exc or type(exc).__name__)
+                continue
+            self._share_limits(counts)
+
+    def _share_limits(self, counts: Mapping[str, int]) -> None:
+        for name, workers in counts.items():
+            if self.guards[name].set_workers(workers):
+                log.info("endpoint %s: limits shared by %d workers", name, workers, extra={"endpoint": name})
+
+    async def _refresh(self) -> None:
+        now = time.time()
+        records = [record for guard in self.guards.values() for record in guard.view.in_force(now)]
+        if records and self._connection is not None:
+            try:
+                await self.store.refresh(records)
+            except PUBLISH_FAILURES as exc:
+                log.warning("state stream refresh failed (%s)", exc or type(exc).__name__)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("endpoint health task failed", exc_info=task.exception())

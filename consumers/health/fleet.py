@@ -1,0 +1,90 @@
+"""Knowing the rest of the fleet through RabbitMQ: exclusive-queue locks and roster queues.
+
+- A lock is an exclusive queue: RabbitMQ lets one connection declare it; the others get RESOURCE_LOCKED.
+  It disappears with its connection, so a worker that dies never leaves a lock behind.
+- A roster is an auto-delete queue every worker serving an endpoint consumes; its consumer count, read
+  exactly with a passive declare, is the number of live workers (as partition_claims.py does for partitions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection
+from pamqp.common import FieldTable
+
+__all__ = ["ExclusiveLocks", "Roster"]
+
+log = logging.getLogger("warren.health")
+
+_CLASSIC: FieldTable = {"x-queue-type": "classic"}
+
+
+class ExclusiveLocks:
+    """Named locks held as exclusive queues of one connection."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, AbstractChannel] = {}
+
+    def holds(self, name: str) -> bool:
+        return name in self._held
+
+    async def try_take(self, connection: AbstractConnection, name: str) -> bool:
+        if name in self._held:
+            return True
+        channel = await connection.channel()
+        try:
+            await channel.declare_queue(name, exclusive=True, arguments=_CLASSIC)
+        except (aiormq.exceptions.ChannelLockedResource, aiormq.exceptions.ChannelClosed):
+            with contextlib.suppress(Exception):
+                await channel.close()
+            return False
+        self._held[name] = channel
+        return True
+
+    async def release(self, name: str) -> None:
+        channel = self._held.pop(name, None)
+        if channel is None:
+            return
+        with contextlib.suppress(Exception):
+            await channel.queue_delete(name)
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+    def forget_all(self) -> None:
+        """The connection is gone, and every lock with it."""
+        self._held.clear()
+
+
+async def _ignore(message: object) -> None:
+    """A roster queue never carries messages; consuming it is how a worker is counted."""
+
+
+class Roster:
+    """Live workers per endpoint, counted on roster queues."""
+
+    def __init__(self, queues: dict[str, str]) -> None:
+        self.queues = queues  # endpoint -> roster queue name
+        self._channel: AbstractChannel | None = None
+
+    async def join(self, connection: AbstractConnection) -> None:
+        self._channel = await connection.channel()
+        for queue_name in self.queues.values():
+            queue = await self._channel.declare_queue(queue_name, auto_delete=True, arguments=_CLASSIC)
+            await queue.consume(_ignore, no_ack=True)
+
+    async def counts(self, connection: AbstractConnection, endpoints: Iterable[str]) -> dict[str, int]:
+        """Workers serving each endpoint (at least 1: this one)."""
+        channel = await connection.channel()
+        counts: dict[str, int] = {}
+        try:
+            for endpoint in endpoints:
+                queue = await channel.declare_queue(self.queues[endpoint], passive=True)
+                counts[endpoint] = max(1, int(queue.declaration_result.consumer_count or 1))
+        finally:
+            with contextlib.suppress(Exception):
+                await channel.close()
+        return counts

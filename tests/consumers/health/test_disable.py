@@ -1,0 +1,110 @@
+"""Auto-disable: 410 Gone, or a circuit open longer than ``disable_after``. The state is kept in RabbitMQ:
+it survives a worker restart and a RabbitMQ application restart, and ``warren endpoint enable`` resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.events import Event
+from consumers.health.admin import change_admin, open_connection
+from consumers.health.records import DISABLED
+from consumers.worker import Worker
+from tests.support.health import dlq_count, message_count, operator_inbox, wait_until
+from tests.support.processes import write_config
+from tests.support.receiver import Receiver, always
+from topology import names
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def warren(*args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    return process.returncode or 0, out.decode()
+
+
+async def rabbitmqctl(*args: str) -> None:
+    await asyncio.to_thread(subprocess.run, ["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl for the local broker")
+async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
+    endpoint_config, receiver: Receiver, publish, tmp_path: Path
+) -> None:
+    # Given an endpoint that answers 410 Gone, and 5 events for it
+    receiver.behaviour = always(410)
+    config = await endpoint_config([{"name": "gone"}])
+    work_queue = names.work_queue(config.broker.prefix, "gone")
+    events = [Event(type="x.y", data={"i": i}) for i in range(5)]
+    async with operator_inbox(config) as operator:
+        async with Worker(config):
+            await publish(config, events)
+            # When its first request is answered 410, then it is disabled fleet-wide, and the operator told
+            disabled = await operator.wait_for("endpoint.disabled", "gone")
+        assert "410" in disabled["data"]["reason"]
+        attempted = len(receiver.received)  # what was in flight together when the first 410 came back
+        assert 1 <= attempted <= 5
+        assert await message_count(config, work_queue) == 5  # parked, not dead-lettered
+
+        # When a new worker starts (a worker restart), then it reads the state and takes nothing
+        async with Worker(config) as worker:
+            runner = worker.runners["gone"]
+            assert runner.paused_reason is not None and runner.paused_reason.startswith("disabled")
+            # When RabbitMQ's application restarts under it
+            await rabbitmqctl("stop_app")
+            await rabbitmqctl("start_app")
+            await rabbitmqctl("await_startup", "--timeout", "60")
+            health = worker.health
+            assert health is not None
+            await wait_until(lambda: health.connected, 30, "health reconnected")
+            # Then the state is still there, and still nothing was attempted
+            assert health.guards["gone"].view.admin_state == DISABLED
+            assert runner.consuming() == [] and len(receiver.received) == attempted
+            assert await message_count(config, work_queue) == 5
+
+            # When the endpoint works again and an operator enables it (the real CLI)
+            receiver.behaviour = always(200)
+            async with operator_inbox(config) as operator_after:  # the first inbox went with the restart
+                path = str(write_config(tmp_path, config))
+                code, out = await warren("endpoint", "enable", "gone", "--config", path)
+                assert code == 0, out
+                # Then the running worker resumes and delivers every parked event, and the operator is told
+                await receiver.wait_for(lambda r: r.ok_ids() == {e.id for e in events}, 30)
+                await operator_after.wait_for("endpoint.enabled", "gone")
+    assert await dlq_count(config, "gone") == 0
+
+
+async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an endpoint that is down, a short cool-down, and disable_after of 1 s
+    receiver.behaviour = always(503)
+    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": "1s"}
+    config = await endpoint_config([{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"})
+    async with operator_inbox(config) as operator, Worker(config) as worker:
+        await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
+        opened = await operator.wait_for("endpoint.circuit_opened", "flaky")
+        # When it stays open past disable_after, then the probe holder disables it instead of probing
+        disabled = await operator.wait_for("endpoint.disabled", "flaky", timeout=5)
+        assert "disable_after" in disabled["data"]["reason"]
+        guard = worker.health.guards["flaky"]  # type: ignore[union-attr]
+        assert guard.view.admin_state == DISABLED
+        assert opened["data"]["state"] == "open"
+        requests_when_disabled = len(receiver.received)
+        await asyncio.sleep(0.5)  # a few cool-downs: no probe goes to a disabled endpoint
+        assert len(receiver.received) == requests_when_disabled
+        # When it is back and enabled, then a probe goes first, succeeds, and everything is delivered
+        receiver.behaviour = always(200)
+        async with open_connection(config) as connection:
+            await change_admin(connection, config, "flaky", "enable")
+        await operator.wait_for("endpoint.circuit_closed", "flaky")
+        await receiver.wait_for(lambda r: len(r.ok_ids()) >= 10, 15)
+    assert await dlq_count(config, "flaky") == 0

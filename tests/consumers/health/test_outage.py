@@ -1,0 +1,129 @@
+"""An endpoint that goes down for a while: the circuit opens, the outage costs a bounded number of requests,
+nothing is dead-lettered, and everything is delivered once it is back (ordered endpoints in order).
+
+Real RabbitMQ, a real receiver on 127.0.0.1, the Worker in this process. The figures of the run are printed
+(``pytest -s``) and reported in docs/health.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from broker.events import Event
+from consumers.health.records import CLOSED, OPEN
+from consumers.worker import Worker
+from tests.support.health import dlq_count, operator_inbox, wait_until
+from tests.support.receiver import Receiver, Reply
+
+pytestmark = pytest.mark.timeout(60)
+
+THRESHOLD = 3
+COOLDOWN, FACTOR, COOLDOWN_MAX = 0.2, 2.0, 0.8
+OUTAGE = 3.0
+CIRCUIT = {
+    "consecutive_failures": THRESHOLD,
+    "failure_ratio": None,
+    "cooldown": f"{COOLDOWN}s",
+    "cooldown_factor": FACTOR,
+    "cooldown_max": f"{COOLDOWN_MAX}s",
+}
+
+
+def probes_possible(outage: float) -> int:
+    """Probes the cool-down schedule allows in ``outage`` seconds (one at the end of each cool-down)."""
+    elapsed, probes, failed = 0.0, 0, 0
+    while True:
+        elapsed += min(COOLDOWN_MAX, COOLDOWN * FACTOR**failed)
+        if elapsed > outage:
+            return probes
+        probes += 1
+        failed += 1
+
+
+async def test_outage_parks_everything_and_delivers_it_all_after_recovery(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an unordered and an ordered endpoint with a 3-failure circuit and a short cool-down, and a retry
+    # budget of 4 attempts that a 3 s outage would exhaust many times over without the breaker
+    down = False
+    during: dict[str, list[float]] = defaultdict(list)
+
+    def behaviour(r: Receiver, request: Any, body: bytes) -> Reply:
+        endpoint = request.path.rsplit("/", 1)[-1]
+        if down:
+            during[endpoint].append(time.monotonic())
+            return Reply(503, delay=0.02)
+        return Reply(200)
+
+    receiver.behaviour = behaviour
+    config = await endpoint_config(
+        [
+            {"name": "plain", "events": ["plain.*"], "concurrency": 4, "circuit": CIRCUIT},
+            {"name": "keyed", "events": ["keyed.*"], "ordering": "key", "partitions": 2, "circuit": CIRCUIT},
+        ],
+        retry={"base": "50ms", "cap": "200ms", "max_attempts": 4},
+        worker={"rebalance_interval": "300ms"},
+    )
+    before = [Event(type="plain.x", data={"i": i}) for i in range(10)]
+    before += [Event(type="keyed.x", data={}, key=f"k{i % 4}", sequence=i // 4) for i in range(8)]
+    outage_events = [Event(type="plain.x", data={"i": i}) for i in range(100)]
+    outage_events += [Event(type="keyed.x", data={}, key=f"k{i % 4}", sequence=2 + i // 4) for i in range(100)]
+    async with operator_inbox(config) as operator, Worker(config) as worker:
+        await publish(config, before)
+        await receiver.wait_for(lambda r: len(r.ok_ids()) >= len(before), 15)
+
+        # When the receiver goes down while 200 more events arrive
+        down = True
+        went_down = time.monotonic()
+        await publish(config, outage_events)
+        opened_at: dict[str, float] = {}
+        for name in ("plain", "keyed"):
+            guard = worker.health.guards[name]  # type: ignore[union-attr]
+            await wait_until(lambda g=guard: g.view.circuit_state != CLOSED, 10, f"{name} circuit open")
+            opened_at[name] = time.monotonic()
+        opened_after = max(opened_at.values()) - went_down
+        # Then while it stays down (the outage lasts OUTAGE seconds: the scenario, not a hope) only probes reach it
+        await asyncio.sleep(max(0.0, went_down + OUTAGE - time.monotonic()))
+        for name in ("plain", "keyed"):
+            assert worker.health.guards[name].view.circuit_state in (OPEN, "half-open")  # type: ignore[union-attr]
+
+        # When it comes back
+        down = False
+        came_back = time.monotonic()
+        expected = {e.id for e in before + outage_events}
+        await receiver.wait_for(lambda r: expected <= r.ok_ids(), 30)
+        drained_in = time.monotonic() - came_back
+        await operator.wait_for("endpoint.circuit_closed", "plain")
+        await operator.wait_for("endpoint.circuit_closed", "keyed")
+
+    # Then every event was delivered, nothing was dead-lettered, the ordered keys kept their order
+    lost = len(expected - receiver.ok_ids())
+    assert lost == 0
+    assert await dlq_count(config, "plain") == 0 and await dlq_count(config, "keyed") == 0
+    sequences: dict[str, list[int]] = defaultdict(list)
+    for request in receiver.received:
+        body = request.json
+        if request.status == 200 and "key" in body:
+            sequences[body["key"]].append(body["sequence"])
+    assert sum(1 for s in sequences.values() for a, b in itertools.pairwise(s) if b <= a) == 0
+    # And the outage cost at most: the failures that opened the circuit, what was in flight, and the probes
+    bound = {"plain": THRESHOLD + 4 + probes_possible(OUTAGE), "keyed": THRESHOLD + 2 + probes_possible(OUTAGE)}
+    counts = {name: len(times) for name, times in during.items()}
+    after_open = {name: sum(1 for t in times if t > opened_at[name] + 0.1) for name, times in during.items()}
+    for name, count in counts.items():
+        assert count <= bound[name], (name, count, bound[name])
+    # And the operator heard the circuit open and close for both endpoints
+    for name in ("plain", "keyed"):
+        assert operator.types(name)[:1] == ["endpoint.circuit_opened"]
+        assert "endpoint.circuit_closed" in operator.types(name)
+    print(
+        f"\noutage figures: opened after {opened_after:.2f}s; requests during the {OUTAGE:g}s outage {counts} "
+        f"(bounds {bound}), of which probes {after_open} (at most {probes_possible(OUTAGE)}); drained "
+        f"{len(outage_events)} events in {drained_in:.2f}s after recovery; lost {lost}"
+    )

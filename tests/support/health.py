@@ -1,0 +1,77 @@
+"""Helpers for the endpoint-health tests: waiting on conditions, reading queues and operator events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aio_pika
+import orjson
+from aio_pika.abc import AbstractIncomingMessage
+
+from topology import names
+from topology.config import WarrenConfig
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str = "condition") -> float:
+    """Poll ``predicate`` every 20 ms until it holds; return the time it took, or fail the test."""
+    started = time.monotonic()
+    while not predicate():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"{what} not reached within {timeout}s")
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+async def message_count(config: WarrenConfig, queue: str) -> int:
+    """Messages ready in a queue, exact (a passive declare, not the management API's sampled figure)."""
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        declared = await channel.declare_queue(queue, passive=True)
+        return int(declared.declaration_result.message_count or 0)
+    finally:
+        await connection.close()
+
+
+async def dlq_count(config: WarrenConfig, endpoint: str) -> int:
+    return await message_count(config, names.dlq(config.broker.prefix, endpoint))
+
+
+class OperatorInbox:
+    """A queue bound to the operator exchange (``#``) collecting the events' envelopes."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.routing_keys: list[str] = []
+
+    def types(self, endpoint: str | None = None) -> list[str]:
+        return [e["type"] for e in self.events if endpoint is None or e.get("data", {}).get("endpoint") == endpoint]
+
+    async def wait_for(self, event_type: str, endpoint: str, timeout: float = 10.0) -> dict[str, Any]:
+        await wait_until(lambda: event_type in self.types(endpoint), timeout, f"{event_type} for {endpoint}")
+        return next(e for e in self.events if e["type"] == event_type and e["data"].get("endpoint") == endpoint)
+
+
+@asynccontextmanager
+async def operator_inbox(config: WarrenConfig) -> AsyncIterator[OperatorInbox]:
+    inbox = OperatorInbox()
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(exclusive=True, arguments={"x-queue-type": "classic"})
+        await queue.bind(names.operator_exchange(config.broker.prefix), routing_key="#")
+
+        async def on_message(message: AbstractIncomingMessage) -> None:
+            inbox.routing_keys.append(message.routing_key or "")
+            inbox.events.append(orjson.loads(message.body))
+
+        await queue.consume(on_message, no_ack=True)
+        yield inbox
+    finally:
+        with contextlib.suppress(Exception):  # gone already if RabbitMQ restarted meanwhile
+            await connection.close()

@@ -1,0 +1,215 @@
+"""``warren endpoint list|show|pause|resume|disable|enable``: endpoint health, read from and written to RabbitMQ.
+
+The state (circuit, pause, disable, throttle) lives in RabbitMQ's state stream; a change is published on the
+control exchange, so it takes effect on every running worker at once (docs/health.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from consumers.health.admin import change_admin, open_connection, read_views, waiting
+from consumers.health.operator_events import iso
+from consumers.health.records import CLOSED, EndpointView, StateRecord, summary
+from topology.config import WarrenConfig
+from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+
+__all__ = ["register"]
+
+endpoint_app = typer.Typer(
+    name="endpoint",
+    help="Endpoint health: state, reason and since when; pause, resume, disable, enable (fleet-wide).",
+    no_args_is_help=True,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+NameArgument = Annotated[str, typer.Argument(help="Endpoint name.")]
+ReasonOption = Annotated[str | None, typer.Option("--reason", "-r", help="Why (shown by list and show).")]
+
+
+def _ago(ts: float | None, now: float) -> str:
+    if ts is None:
+        return ""
+    seconds = max(0, int(now - ts))
+    if seconds < 60:
+        return f"{seconds}s ago"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s ago"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m ago"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h ago"
+
+
+def _record(record: StateRecord | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    data: dict[str, Any] = {
+        "state": record.state,
+        "reason": record.reason,
+        "since": iso(record.since),
+        "by": record.by,
+    }
+    if record.opened_at is not None:
+        data.update(opened_at=iso(record.opened_at), failed_probes=record.failures)
+    if record.retry_at is not None:
+        data["next_probe_at"] = iso(record.retry_at)
+    if record.until is not None:
+        data["until"] = iso(record.until)
+    return data
+
+
+def _row(name: str, view: EndpointView, now: float, parked: int | None) -> dict[str, Any]:
+    state, reason, since = summary(view, now)
+    return {"endpoint": name, "state": state, "reason": reason, "since": iso(since), "waiting": parked}
+
+
+def _check_endpoint(config: WarrenConfig, name: str) -> None:
+    known = [e.name for e in config.endpoints]
+    if name not in known:
+        fail(f"unknown endpoint {name!r} (configured: {', '.join(known) or 'none'})", EXIT_USAGE)
+
+
+@endpoint_app.command("list")
+def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Every configured endpoint: its state, why, since when, and how many messages wait for it."""
+    settings = load(config)
+
+    async def gather() -> list[tuple[str, EndpointView, int | None]]:
+        async with open_connection(settings) as connection:
+            views = await read_views(connection, settings)
+            return [(e.name, views[e.name], await waiting(connection, settings, e.name)) for e in settings.endpoints]
+
+    rows = run(gather())
+    now = time.time()
+    if as_json:
+        typer.echo(json.dumps([_row(name, view, now, parked) for name, view, parked in rows], indent=2))
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("endpoint", "state", "since", "reason", "waiting"):
+        table.add_column(column, justify="right" if column == "waiting" else "left")
+    style = {"active": "green", "throttled": "yellow", "paused": "yellow", "half-open": "yellow"}
+    for name, view, parked in rows:
+        state, reason, since = summary(view, now)
+        table.add_row(
+            escape(name),
+            f"[{style.get(state, 'red')}]{state}[/]",
+            f"{iso(since)} ({_ago(since, now)})" if since else "",
+            escape(reason),
+            "?" if parked is None else str(parked),
+        )
+    console.print(table)
+
+
+@endpoint_app.command("show")
+def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """One endpoint in detail: admin state, circuit (failed probes, next probe), throttle, limits, queue."""
+    settings = load(config)
+    _check_endpoint(settings, name)
+
+    async def gather() -> tuple[EndpointView, int | None]:
+        async with open_connection(settings) as connection:
+            return (await read_views(connection, settings))[name], await waiting(connection, settings, name)
+
+    view, parked = run(gather())
+    now = time.time()
+    endpoint = settings.endpoint(name)
+    data = {
+        **_row(name, view, now, parked),
+        "admin": _record(view.admin),
+        "circuit": _record(view.circuit),
+        "throttle": _record(view.throttle) if view.throttled_until > now else None,
+        "limits": {
+            "concurrency": endpoint.concurrency,
+            "max_in_flight": endpoint.max_in_flight,
+            "rate_limit": endpoint.rate_limit,
+            "burst": endpoint.burst,
+        },
+        "circuit_settings": endpoint.circuit.model_dump(),
+    }
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    state, reason, since = summary(view, now)
+    say(f"[bold]{escape(name)}[/] · {escape(endpoint.url)}")
+    say(f"  state     {state}" + (f" since {iso(since)} ({_ago(since, now)})" if since else ""))
+    if reason:
+        say(f"  reason    {escape(reason)}")
+    decided = view.admin if view.admin is not None and view.admin.state != "active" else view.circuit
+    if decided is not None and state != "active":
+        say(f"  by        {escape(decided.by)}")
+    circuit = view.circuit
+    if circuit is not None and circuit.state != CLOSED:
+        line = f"  circuit   {circuit.state}, opened {iso(circuit.opened_at)}, {circuit.failures} failed probe(s)"
+        if circuit.retry_at:
+            line += f", next probe at {iso(circuit.retry_at)}"
+        say(line)
+    else:
+        say("  circuit   closed")
+    if view.throttled_until > now:
+        say(f"  throttle  until {iso(view.throttled_until)}")
+    say(f"  waiting   {'?' if parked is None else parked} message(s)")
+    limits = ", ".join(f"{k} {v}" for k, v in data["limits"].items() if v is not None)
+    say(f"  limits    {limits}")
+
+
+def say(text: str) -> None:
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _change(action: str, name: str, config: ConfigOption, reason: str | None) -> None:
+    settings = load(config)
+    _check_endpoint(settings, name)
+
+    async def apply() -> bool:
+        async with open_connection(settings) as connection:
+            change = await change_admin(connection, settings, name, action, reason)
+            return bool(change.records)
+
+    changed = run(apply())
+    past = {"pause": "paused", "resume": "resumed", "disable": "disabled", "enable": "enabled"}[action]
+    if not changed:
+        console.print(
+            f"{escape(name)}: already {'active' if action in ('resume', 'enable') else past}", highlight=False
+        )
+        return
+    effect = {
+        "pause": "every worker stops consuming it; its messages wait in RabbitMQ",
+        "disable": "every worker stops consuming it; its messages wait in RabbitMQ until it is enabled",
+        "resume": "workers consume it again",
+        "enable": "workers consume it again (a probe first if its circuit is open)",
+    }[action]
+    console.print(f"{escape(name)}: {past} — {effect}", highlight=False)
+
+
+@endpoint_app.command("pause")
+def pause(name: NameArgument, config: ConfigOption = None, reason: ReasonOption = None) -> None:
+    """Stop delivering to the endpoint on every worker; messages wait in RabbitMQ."""
+    _change("pause", name, config, reason)
+
+
+@endpoint_app.command("resume")
+def resume(name: NameArgument, config: ConfigOption = None) -> None:
+    """Deliver to a paused endpoint again."""
+    _change("resume", name, config, None)
+
+
+@endpoint_app.command("disable")
+def disable(name: NameArgument, config: ConfigOption = None, reason: ReasonOption = None) -> None:
+    """Disable the endpoint on every worker (kept across restarts); its messages stay parked."""
+    _change("disable", name, config, reason)
+
+
+@endpoint_app.command("enable")
+def enable(name: NameArgument, config: ConfigOption = None) -> None:
+    """Enable a disabled (or paused) endpoint; delivery resumes."""
+    _change("enable", name, config, None)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(endpoint_app)
