@@ -11,7 +11,15 @@ import orjson
 
 from broker import wire
 
-__all__ = ["HISTORY_LIMIT", "Delivery", "MalformedMessage", "dead_headers", "parse_delivery", "retry_headers"]
+__all__ = [
+    "HISTORY_LIMIT",
+    "Delivery",
+    "MalformedMessage",
+    "dead_headers",
+    "is_replayed",
+    "parse_delivery",
+    "retry_headers",
+]
 
 HISTORY_LIMIT = 5  # attempts kept in the warren-history header: enough to tell the story, bounded in size
 ERROR_TEXT_LIMIT = 300
@@ -60,6 +68,20 @@ def _history(value: object) -> tuple[dict[str, Any], ...]:
     return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
 
 
+def is_replayed(headers: Mapping[str, Any]) -> bool:
+    """Whether an operator sent this message back from its DLQ: it then starts a fresh attempt budget.
+
+    A client-side replay sets ``warren-replayed``. A shovel replay (``warren dlq replay`` without filters)
+    cannot: RabbitMQ 3.10's shovel refuses ``headers`` in ``dest-publish-properties`` ("Unrecognised terms"),
+    but with ``dest-add-forward-headers`` it adds ``x-shovelled``. A shovelled message that also carries
+    ``warren-dead-reason`` came out of a DLQ, so it counts as replayed. Both markers are dropped from the
+    headers of the next attempt (see ``_carry``), so the reset happens once per replay.
+    """
+    if headers.get(wire.H_REPLAYED):
+        return True
+    return bool(headers.get(wire.H_SHOVELLED)) and wire.H_DEAD_REASON in headers
+
+
 def parse_delivery(
     body: bytes, message_id: str | None, headers: Mapping[str, Any], now_ms: int, *, max_payload: int
 ) -> Delivery:
@@ -80,7 +102,7 @@ def parse_delivery(
         raise MalformedMessage("envelope id is not a non-empty string")
     if message_id and message_id != event_id:
         raise MalformedMessage(f"message_id {message_id!r} differs from the envelope id {event_id!r}")
-    replayed = bool(headers.get(wire.H_REPLAYED))
+    replayed = is_replayed(headers)
     return Delivery(
         event_id=event_id,
         event_type=str(envelope["type"]),
@@ -103,7 +125,7 @@ def _attempt_record(at_ms: int, status: int, error: str | None, duration: float)
 def _carry(headers: Mapping[str, Any]) -> dict[str, Any]:
     # RabbitMQ's x-death must go: a message re-entering the same TTL cycle with it is dropped as a cycle.
     # The replay marker goes too: the budget it reset is now being spent again.
-    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED}
+    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED, wire.H_SHOVELLED}
     return {k: v for k, v in headers.items() if k not in drop}
 
 

@@ -19,8 +19,10 @@ from aio_pika.abc import AbstractRobustConnection
 
 from broker.connection import connect
 from consumers.endpoint_runner import EndpointRunner
+from consumers.health.control import HealthControl
 from consumers.hooks import DeliveryHooks
 from consumers.http_attempt import HttpSender, new_session
+from consumers.metrics_server import MetricsServer, serve_worker_metrics
 from consumers.partition_claims import PartitionClaims
 from topology.config import WarrenConfig
 from topology.errors import WarrenError
@@ -58,9 +60,13 @@ class Worker:
         self.runners: dict[str, EndpointRunner] = {}
         self.claims: dict[str, PartitionClaims] = {}
         self.ready = asyncio.Event()
+        self.metrics_server: MetricsServer | None = None  # /metrics, /healthz, /readyz when worker.metrics_port
+        self.health: HealthControl | None = None  # circuit breaker, limits, disable: docs/health.md
 
     async def start(self) -> None:
         """Connect, open every endpoint's channels and start consuming."""
+        # First, so that /healthz answers (and /readyz says 503) while the worker connects.
+        self.metrics_server = await serve_worker_metrics(self)
         self.connection = await connect(self.config.broker.url, name=f"{self.name}-{os.getpid()}")
         delivery = self.config.delivery
         self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
@@ -81,6 +87,9 @@ class Worker:
             )
             await runner.open(self.connection)
             self.runners[endpoint.name] = runner
+        # Endpoint health: read the fleet's state before consuming; it pauses the endpoints held.
+        self.health = HealthControl(self.config, self.runners, self.hooks, worker=f"{self.name}-{os.getpid()}")
+        await self.health.start()
         for runner in self.runners.values():
             if runner.ordered and self.spread_partitions:
                 # Partitions are consumed as they are claimed, so that several workers share them.
@@ -88,15 +97,19 @@ class Worker:
                 self.claims[runner.endpoint.name] = PartitionClaims(
                     self.config.broker.url, runner, self.config.worker.rebalance_interval
                 )
-            await runner.start_consuming()
+            if runner.paused_reason is None:  # a held endpoint is resumed by self.health when it may deliver
+                await runner.start_consuming()
         for claims in self.claims.values():
             await claims.start()
+        self.health.activate()
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
 
     async def stop(self) -> None:
         """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back."""
         self.ready.clear()
+        if self.health is not None:
+            await self.health.halt()
         for claims in self.claims.values():
             await claims.halt()
         for runner in self.runners.values():
@@ -106,6 +119,8 @@ class Worker:
         if self.runners:
             results = await asyncio.gather(*(r.drain(grace) for r in self.runners.values()))
             handed_back = sum(results)
+        if self.health is not None:
+            await self.health.close()
         for claims in self.claims.values():
             await claims.close()
         for runner in self.runners.values():
@@ -115,6 +130,8 @@ class Worker:
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 await self.connection.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
         log.info("worker stopped", extra={"handed_back": handed_back})
 
     async def __aenter__(self) -> Worker:

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from warren.commands import topology_cmd
+from warren.commands import (
+    api_cmd,
+    dlq_cmd,
+    endpoint_cmd,
+    inbox_cmd,
+    publish_cmd,
+    setup_cmd,
+    status_cmd,
+    topology_cmd,
+    worker_cmd,
+)
 
 app = typer.Typer(
     name="warren",
@@ -14,6 +24,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 topology_cmd.register(app)
+api_cmd.register(app)
+setup_cmd.register(app)
+publish_cmd.register(app)
+worker_cmd.register(app)
+inbox_cmd.register(app)
+dlq_cmd.register(app)
+status_cmd.register(app)
+endpoint_cmd.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,33 @@
+"""Dead-letter queues for operators: read them without taking anything, replay them, purge them.
+
+- ``letters``   one dead letter as read from its headers (pure)
+- ``selection`` filters: type pattern, dead-time window, ids, limit (pure)
+- ``browse``    non-destructive reading (unacked consume, then the channel returns everything)
+- ``move``      filtered replay: publish with a confirm, then ack the DLQ copy
+- ``shovel``    whole-queue replay inside RabbitMQ by a dynamic shovel
+- ``purge``     emptying a DLQ
+"""
+
+from __future__ import annotations
+
+from broker.dlq.browse import MAX_SCAN, browse, delivery_limit
+from broker.dlq.letters import DeadLetter
+from broker.dlq.move import MoveReport, move_selected
+from broker.dlq.purge import purge_dlq
+from broker.dlq.selection import Selection, parse_moment, select
+from broker.dlq.shovel import ShovelReport, replay_by_shovel
+
+__all__ = [
+    "MAX_SCAN",
+    "DeadLetter",
+    "MoveReport",
+    "Selection",
+    "ShovelReport",
+    "browse",
+    "delivery_limit",
+    "move_selected",
+    "parse_moment",
+    "purge_dlq",
+    "replay_by_shovel",
+    "select",
+]

@@ -1,0 +1,152 @@
+"""A dead letter as an operator reads it: who, what, how many attempts, why. Pure: no I/O."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+from broker import wire
+
+__all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One message of a DLQ, its bookkeeping read from the ``warren-*`` headers Warren wrote when it died."""
+
+    position: int  # 0 = head of the queue (the oldest)
+    event_id: str
+    event_type: str
+    key: str | None
+    attempts: int | None
+    first_attempt_ms: int | None
+    last_attempt_ms: int | None
+    dead_ms: int | None
+    last_status: int | None
+    last_error: str | None
+    dead_reason: str | None
+    endpoint: str | None
+    history: tuple[dict[str, Any], ...]
+    headers: Mapping[str, Any]
+    body: bytes
+    envelope: Any  # the parsed JSON body, or None when it is not JSON (a malformed message)
+
+    def summary(self) -> dict[str, Any]:
+        """The row of ``dlq list --json``: the table's columns, times as ms and ISO 8601."""
+        return {
+            "event_id": self.event_id,
+            "type": self.event_type,
+            "key": self.key,
+            "attempts": self.attempts,
+            "first_attempt_ms": self.first_attempt_ms,
+            "first_attempt": format_ms(self.first_attempt_ms),
+            "dead_ms": self.dead_ms,
+            "dead_at": format_ms(self.dead_ms),
+            "last_status": self.last_status,
+            "last_error": self.last_error,
+            "dead_reason": self.dead_reason,
+        }
+
+    def whole(self) -> dict[str, Any]:
+        """Everything ``dlq show --json`` prints: the summary, every header, the envelope, the history."""
+        body: Any = self.envelope
+        if body is None:
+            text = self.body.decode("utf-8", "replace")
+            body = {"raw": text} if text.isprintable() else {"base64": base64.b64encode(self.body).decode()}
+        return {
+            **self.summary(),
+            "endpoint": self.endpoint,
+            "last_attempt_ms": self.last_attempt_ms,
+            "position": self.position,
+            "headers": json_safe(dict(self.headers)),
+            "envelope": body,
+            "history": [json_safe(h) for h in self.history],
+        }
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(_text(value) or "")
+    except ValueError:
+        return None
+
+
+def _history(value: object) -> tuple[dict[str, Any], ...]:
+    text = _text(value)
+    if not text:
+        return ()
+    try:
+        items = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return ()
+    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+
+
+def dead_letter_from(
+    position: int, body: bytes, headers: Mapping[str, Any], message_id: str | None, message_type: str | None
+) -> DeadLetter:
+    """Read one DLQ message. Never raises: a malformed message is listed with what can be read of it."""
+    try:
+        envelope = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        envelope = None
+    fields = envelope if isinstance(envelope, dict) else {}
+    return DeadLetter(
+        position=position,
+        event_id=message_id or _text(fields.get("id")) or "?",
+        event_type=message_type or _text(fields.get("type")) or "?",
+        key=_text(headers.get(wire.H_KEY)) or _text(fields.get("key")),
+        attempts=_int(headers.get(wire.H_ATTEMPT)),
+        first_attempt_ms=_int(headers.get(wire.H_FIRST_ATTEMPT)),
+        last_attempt_ms=_int(headers.get(wire.H_LAST_ATTEMPT)),
+        dead_ms=_int(headers.get(wire.H_DEAD_AT)),
+        last_status=_int(headers.get(wire.H_LAST_STATUS)),
+        last_error=_text(headers.get(wire.H_LAST_ERROR)) or None,
+        dead_reason=_text(headers.get(wire.H_DEAD_REASON)),
+        endpoint=_text(headers.get(wire.H_ENDPOINT)),
+        history=_history(headers.get(wire.H_HISTORY)),
+        headers=dict(headers),
+        body=body,
+        envelope=envelope,
+    )
+
+
+def format_ms(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2024-05-01T12:00:00.123Z``)."""
+    if ms is None:
+        return None
+    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def json_safe(value: Any) -> Any:
+    """AMQP header values (bytes, Decimal, datetime, nested tables) as plain JSON values."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return value

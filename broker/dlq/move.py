@@ -1,0 +1,172 @@
+"""Replay of chosen dead letters, message by message: publish with a confirm, and only then ack the DLQ copy.
+
+Used when a replay is filtered (the shovel moves whole queues only). The order of the two steps is the
+whole safety argument: a crash between them leaves the message in the DLQ *and* back in delivery, a
+duplicate the receiver drops by its ``webhook-id``; there is no moment at which it is in neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiormq.exceptions
+from aio_pika import DeliveryMode, Message
+from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
+
+from broker import wire
+from broker.connection import CONNECTION_EXCEPTIONS
+from broker.dlq.browse import MAX_SCAN, hold_messages
+from broker.dlq.letters import DeadLetter
+from broker.dlq.selection import Selection, select
+from topology import names
+from topology.errors import ReplayError, TopologyError
+
+__all__ = ["DEFAULT_WINDOW", "MoveReport", "move_selected", "replay_headers"]
+
+DEFAULT_WINDOW = 64  # publishes awaiting their confirm at once
+FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already sent to be confirmed
+
+# Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
+# dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
+_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, "x-delivery-count", wire.H_SHOVELLED})
+
+
+def replay_headers(headers: dict[str, Any], replayed_ms: int) -> dict[str, Any]:
+    """The headers of a replayed copy: the story so far kept, the replay marker set (a fresh attempt budget)."""
+    out = {k: v for k, v in headers.items() if k not in _STRIP}
+    out[wire.H_REPLAYED] = replayed_ms
+    return out
+
+
+@dataclass
+class MoveReport:
+    depth: int  # messages in the DLQ when the pass began
+    scanned: int  # messages read (all of them unless the DLQ held more than the scan limit)
+    chosen: list[DeadLetter] = field(default_factory=list)  # what matched (what moved, unless dry run)
+    moved: int = 0
+
+
+def _copy(message: AbstractIncomingMessage, replayed_ms: int) -> Message:
+    return Message(
+        message.body,
+        headers=replay_headers(dict(message.headers or {}), replayed_ms),
+        message_id=message.message_id,
+        type=message.type,
+        content_type=message.content_type or "application/json",
+        timestamp=message.timestamp,
+        app_id=message.app_id,
+        correlation_id=message.correlation_id,
+        delivery_mode=DeliveryMode.PERSISTENT,
+    )
+
+
+async def move_selected(
+    connection: AbstractConnection,
+    prefix: str,
+    endpoint: str,
+    selection: Selection,
+    *,
+    newest_first: bool = False,
+    dry_run: bool = False,
+    scan: int = MAX_SCAN,
+    window: int = DEFAULT_WINDOW,
+    on_moved: Callable[[DeadLetter], None] | None = None,
+) -> MoveReport:
+    """Move the dead letters ``selection`` picks back into the endpoint's exchange; the rest stay, in order.
+
+    Ordered endpoints re-hash each message on its ``warren-key`` there, so it lands in its key's partition.
+    Raises ReplayError at the first message RabbitMQ refuses (it stays in the DLQ, as does everything after).
+    """
+    exchange_name = names.endpoint_exchange(prefix, endpoint)
+    publish_channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    try:
+        try:
+            exchange = await publish_channel.get_exchange(exchange_name, ensure=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise TopologyError(f"exchange {exchange_name} does not exist: run `warren setup`") from None
+        async with hold_messages(connection, names.dlq(prefix, endpoint), scan=scan) as held:
+            report = MoveReport(held.depth, len(held.messages))
+            report.chosen = select(held.letters(), selection, newest_first=newest_first)
+            if not dry_run and report.chosen:
+                await _move(exchange, held.messages, report, window, on_moved)
+            return report
+    finally:
+        if not publish_channel.is_closed:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+                await publish_channel.close()
+
+
+async def _move(
+    exchange: AbstractExchange,
+    messages: list[AbstractIncomingMessage],
+    report: MoveReport,
+    window: int,
+    on_moved: Callable[[DeadLetter], None] | None,
+) -> None:
+    slots = asyncio.Semaphore(max(1, window))
+    # aiormq matches a returned message to its publish by message_id: two copies of one event (a DLQ may
+    # hold duplicates) must never await their confirms together on one channel.
+    in_flight: dict[str, asyncio.Task[None]] = {}
+    tasks: set[asyncio.Task[None]] = set()
+    errors: list[BaseException] = []
+    replayed_ms = int(time.time() * 1000)
+
+    async def one(letter: DeadLetter) -> None:
+        message = messages[letter.position]
+        try:
+            await exchange.publish(_copy(message, replayed_ms), routing_key=letter.event_type, mandatory=True)
+        except aiormq.exceptions.PublishError:
+            raise ReplayError(
+                f"{letter.event_id}: the endpoint's exchange routes it nowhere (no queue bound); "
+                "it stays in the DLQ: check the topology with `warren setup`"
+            ) from None
+        except aiormq.exceptions.DeliveryError:
+            raise ReplayError(f"{letter.event_id}: RabbitMQ refused the copy (nack); it stays in the DLQ") from None
+        finally:
+            slots.release()
+        # Confirmed: only now may the DLQ copy go.
+        await message.ack()
+        report.moved += 1
+        if on_moved is not None:
+            on_moved(letter)
+
+    def finished(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            errors.append(task.exception())  # type: ignore[arg-type]
+
+    try:
+        for letter in report.chosen:
+            previous = in_flight.get(letter.event_id)
+            if previous is not None and not previous.done():
+                await asyncio.wait({previous})
+            if errors:
+                break  # fail fast: nothing more is sent after a refusal
+            await slots.acquire()
+            task = asyncio.create_task(one(letter))
+            task.add_done_callback(finished)
+            in_flight[letter.event_id] = task
+            tasks.add(task)
+        await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:
+        # Interrupted (Ctrl-C, a cancelled task): let the publishes already sent finish and ack their DLQ
+        # copies, so that an interruption leaves no duplicate behind when the broker is responsive.
+        if tasks:
+            await asyncio.wait(set(tasks), timeout=FINISH_GRACE)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    if errors:
+        error = errors[0]
+        if isinstance(error, CONNECTION_EXCEPTIONS):
+            raise ReplayError(
+                f"connection to RabbitMQ lost after {report.moved} moved: run the replay again "
+                "(nothing is lost; a message confirmed but not yet removed from the DLQ is replayed twice)"
+            ) from error
+        raise error

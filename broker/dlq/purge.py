@@ -1,0 +1,34 @@
+"""Emptying a DLQ for good: the only DLQ operation that loses messages, so the CLI asks first."""
+
+from __future__ import annotations
+
+import contextlib
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from broker.connection import CONNECTION_EXCEPTIONS
+from topology import names
+from topology.errors import TopologyError
+
+__all__ = ["purge_dlq"]
+
+
+async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) -> int:
+    """Delete every ready message of the endpoint's DLQ; return how many RabbitMQ deleted.
+
+    Messages held unacknowledged at that moment (someone listing the DLQ) are not purged: they return after.
+    """
+    name = names.dlq(prefix, endpoint)
+    channel = await connection.channel()
+    try:
+        try:
+            queue = await channel.declare_queue(name, passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise TopologyError(f"queue {name} does not exist: run `warren setup`") from None
+        result = await queue.purge()
+        return int(result.message_count or 0)
+    finally:
+        if not channel.is_closed:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+                await channel.close()

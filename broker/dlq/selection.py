@@ -1,0 +1,89 @@
+"""Which dead letters an operator means: by type pattern, dead-time window, ids, and how many. Pure."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from broker.dlq.letters import DeadLetter
+from topology.durations import parse_duration
+
+__all__ = ["Selection", "parse_moment", "select", "type_matches"]
+
+
+def type_matches(pattern: str, event_type: str) -> bool:
+    """RabbitMQ topic matching, as the endpoints' ``events`` use it: ``*`` one word, ``#`` zero or more."""
+
+    def match(p: list[str], t: list[str]) -> bool:
+        if not p:
+            return not t
+        head, rest = p[0], p[1:]
+        if head == "#":
+            return any(match(rest, t[i:]) for i in range(len(t) + 1))
+        if not t:
+            return False
+        return (head == "*" or head == t[0]) and match(rest, t[1:])
+
+    return match(pattern.split("."), event_type.split("."))
+
+
+def parse_moment(text: str, now: dt.datetime) -> int:
+    """A moment as epoch ms: ISO 8601 (naive means UTC), or a duration meaning that long ago (``15m``)."""
+    try:
+        return round((now.timestamp() - parse_duration(text)) * 1000)
+    except ValueError:
+        pass
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither an ISO 8601 time (2024-05-01T12:00:00Z) nor a duration ago (15m, 2h, 1d)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return round(moment.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Filters on dead letters. Time bounds apply to the dead-letter time; ``since`` inclusive, ``until`` not."""
+
+    types: tuple[str, ...] = ()
+    since_ms: int | None = None
+    until_ms: int | None = None
+    ids: frozenset[str] | None = None
+    limit: int | None = None
+
+    @property
+    def narrows(self) -> bool:
+        """Whether this selection may leave some messages out (so a whole-queue shovel cannot serve it)."""
+        return (
+            bool(self.types)
+            or self.since_ms is not None
+            or self.until_ms is not None
+            or self.ids is not None
+            or (self.limit is not None)
+        )
+
+    def matches(self, letter: DeadLetter) -> bool:
+        if self.types and not any(type_matches(p, letter.event_type) for p in self.types):
+            return False
+        if self.ids is not None and letter.event_id not in self.ids:
+            return False
+        if self.since_ms is not None or self.until_ms is not None:
+            if letter.dead_ms is None:
+                return False
+            if self.since_ms is not None and letter.dead_ms < self.since_ms:
+                return False
+            if self.until_ms is not None and letter.dead_ms >= self.until_ms:
+                return False
+        return True
+
+
+def select(letters: Iterable[DeadLetter], selection: Selection, *, newest_first: bool = False) -> list[DeadLetter]:
+    """The matching letters in queue order (oldest first) or reversed, at most ``selection.limit`` of them."""
+    chosen = [letter for letter in letters if selection.matches(letter)]
+    if newest_first:
+        chosen.reverse()
+    return chosen if selection.limit is None else chosen[: selection.limit]

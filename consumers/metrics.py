@@ -1,0 +1,171 @@
+"""The worker's Prometheus metrics, fed by the delivery hooks: one AttemptRecord per attempt, one settlement
+per message. Queue depths are not here: RabbitMQ's own Prometheus plugin exports those (port 15692).
+
+Each worker has its own registry (not prometheus_client's global one), so several workers in one process,
+as in the tests, never count into each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
+
+__all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
+
+OUTCOMES = ("delivered", "retry", "retry-in-place", "exhausted", "dead", "disabled", "parked")
+SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back")
+CIRCUIT_STATES = {"closed": 0, "half-open": 1, "open": 2}
+ADMIN_STATES = ("active", "paused", "disabled")
+
+
+class _InFlight(Collector):
+    """``warren_in_flight``: read from the runners at scrape time, so it is never stale."""
+
+    def __init__(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "warren_in_flight", "Messages being delivered right now (held, not yet settled).", labels=["endpoint"]
+        )
+        for endpoint, count in sorted(self._source().items()):
+            family.add_metric([endpoint], count)
+        yield family
+
+
+class _EndpointStates(Collector):
+    """``warren_circuit_state`` and ``warren_endpoint_state``: the worker's view of each endpoint, at scrape time.
+
+    ``source`` gives endpoint -> (circuit state, admin state), as the worker's health control holds them.
+    """
+
+    def __init__(self, source: Callable[[], Mapping[str, tuple[str, str]]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        circuit = GaugeMetricFamily(
+            "warren_circuit_state", "Circuit breaker per endpoint: 0 closed, 1 half-open, 2 open.", labels=["endpoint"]
+        )
+        admin = GaugeMetricFamily(
+            "warren_endpoint_state",
+            "1 for the endpoint's operator state (active, paused, disabled), 0 for the others.",
+            labels=["endpoint", "state"],
+        )
+        for endpoint, (circuit_state, admin_state) in sorted(self._source().items()):
+            if circuit_state in CIRCUIT_STATES:
+                circuit.add_metric([endpoint], CIRCUIT_STATES[circuit_state])
+            for state in ADMIN_STATES:
+                admin.add_metric([endpoint, state], 1 if state == admin_state else 0)
+        yield circuit
+        yield admin
+
+
+class WorkerMetrics:
+    """Every metric of one worker. ``install(hooks)`` connects it; ``registry`` is what ``/metrics`` serves."""
+
+    def __init__(self, endpoints: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.attempts = Counter(
+            "warren_delivery_attempts",
+            "HTTP delivery attempts, by endpoint and outcome "
+            "(delivered, retry, retry-in-place, exhausted, dead, disabled, parked).",
+            ["endpoint", "outcome"],
+            registry=r,
+        )
+        self.attempt_number = Histogram(
+            "warren_delivery_attempt_number",
+            "The number of each attempt made (1 = first try): how far into their retry budget deliveries go.",
+            ["endpoint"],
+            buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100),
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "warren_request_duration_seconds",
+            "Duration of the HTTP request of each attempt.",
+            ["endpoint"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.age_seconds = Histogram(
+            "warren_delivery_age_seconds",
+            "End to end: seconds from publish (or replay) to the successful delivery.",
+            ["endpoint"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 6 * 3600, 86400, 3 * 86400),
+            registry=r,
+        )
+        self.last_age = Gauge(
+            "warren_last_attempt_age_seconds",
+            "Age of the message most recently attempted (for an ordered partition: its head).",
+            ["endpoint"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "warren_retries_scheduled",
+            "Retries scheduled: into the delay chain (confirmed), or held in place for an ordered endpoint.",
+            ["endpoint", "where"],
+            registry=r,
+        )
+        self.dead = Counter(
+            "warren_dead_lettered", "Messages moved to the endpoint's DLQ (confirmed).", ["endpoint"], registry=r
+        )
+        self.settlements = Counter(
+            "warren_settlements",
+            "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back.",
+            ["endpoint", "how"],
+            registry=r,
+        )
+        self.confirms = Counter(
+            "warren_publish_confirms",
+            "Publisher confirms the worker received for its own publishes (target: delay chain or DLQ).",
+            ["endpoint", "target"],
+            registry=r,
+        )
+        self.ready = Gauge("warren_worker_ready", "1 when the worker is connected and consuming.", registry=r)
+        for endpoint in endpoints:
+            # Present from the start at 0, so that rate() and increase() see the first event.
+            for outcome in OUTCOMES:
+                self.attempts.labels(endpoint, outcome)
+            for how in SETTLEMENTS:
+                self.settlements.labels(endpoint, how)
+            for where in ("delay-chain", "in-place"):
+                self.retries.labels(endpoint, where)
+            for target in ("delay", "dead"):
+                self.confirms.labels(endpoint, target)
+            self.dead.labels(endpoint)
+
+    def install(self, hooks: DeliveryHooks) -> None:
+        hooks.observers.append(self.observe)
+        hooks.settlements.append(self.settle)
+
+    def track_in_flight(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self.registry.register(_InFlight(source))
+
+    def track_endpoint_states(self, source: Callable[[], Mapping[str, tuple[str, str]]]) -> None:
+        self.registry.register(_EndpointStates(source))
+
+    def observe(self, record: AttemptRecord) -> None:
+        endpoint = record.endpoint
+        self.attempts.labels(endpoint, record.outcome).inc()
+        self.attempt_number.labels(endpoint).observe(record.attempt)
+        self.request_seconds.labels(endpoint).observe(record.duration)
+        self.last_age.labels(endpoint).set(record.age)
+        if record.outcome == "delivered":
+            self.age_seconds.labels(endpoint).observe(record.age)
+        elif record.outcome == "retry-in-place":
+            self.retries.labels(endpoint, "in-place").inc()
+
+    def settle(self, endpoint: str, how: Settlement) -> None:
+        self.settlements.labels(endpoint, how).inc()
+        # A move is settled only after RabbitMQ confirmed the copy: each one is a confirm received.
+        if how == "retry-scheduled":
+            self.retries.labels(endpoint, "delay-chain").inc()
+            self.confirms.labels(endpoint, "delay").inc()
+        elif how == "dead-lettered":
+            self.dead.labels(endpoint).inc()
+            self.confirms.labels(endpoint, "dead").inc()

@@ -1,0 +1,94 @@
+"""The worker's HTTP side for operators: ``/metrics`` (Prometheus text), ``/healthz`` and ``/readyz``.
+
+``/healthz`` answers 200 while the process and its event loop run. ``/readyz`` answers 200 only while the
+worker is connected to RabbitMQ and consuming (``Worker.ready``), 503 otherwise: during start-up, after a
+lost connection until it is back, and during shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from consumers.metrics import WorkerMetrics
+from topology.errors import WarrenError
+
+if TYPE_CHECKING:
+    from consumers.worker import Worker
+
+__all__ = ["MetricsServer", "endpoint_states", "serve_worker_metrics"]
+
+
+class MetricsServer:
+    """An aiohttp server on ``host:port`` (port 0 picks a free one; ``port`` tells which after ``start``)."""
+
+    def __init__(self, metrics: WorkerMetrics, is_ready: Callable[[], bool], host: str, port: int) -> None:
+        self.metrics = metrics
+        self.is_ready = is_ready
+        self.host = host
+        self.port = port
+        self._runner: web.AppRunner | None = None
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        self.metrics.ready.set(1 if self.is_ready() else 0)
+        return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if self.is_ready():
+            return web.Response(text="ready\n")
+        return web.Response(status=503, text="not ready\n")
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise WarrenError(f"cannot serve metrics on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = int(addresses[0][1])  # the port actually bound (asked for 0: a free one)
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def endpoint_states(worker: Worker) -> dict[str, tuple[str, str]]:
+    """Endpoint -> (circuit state, admin state) as this worker's health control knows them (none before start)."""
+    if worker.health is None:
+        return {}
+    return {name: (guard.view.circuit_state, guard.view.admin_state) for name, guard in worker.health.guards.items()}
+
+
+async def serve_worker_metrics(worker: Worker) -> MetricsServer | None:
+    """Metrics for ``worker`` wired into its hooks and served, when ``worker.metrics_port`` is set."""
+    settings = worker.config.worker
+    if settings.metrics_port is None:
+        return None
+    metrics = WorkerMetrics(e.name for e in worker.endpoints)
+    metrics.install(worker.hooks)
+    metrics.track_in_flight(lambda: {name: runner.in_flight for name, runner in worker.runners.items()})
+    metrics.track_endpoint_states(lambda: endpoint_states(worker))
+
+    def is_ready() -> bool:
+        connection = worker.connection
+        return worker.ready.is_set() and connection is not None and not connection.is_closed
+
+    server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port)
+    await server.start()
+    return server

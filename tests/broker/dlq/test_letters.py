@@ -1,0 +1,118 @@
+"""Pure parts of the DLQ tools: reading a dead letter, filters, the replay copy's headers, the shovel."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import orjson
+import pytest
+
+from broker import wire
+from broker.dlq.letters import dead_letter_from, format_ms, json_safe
+from broker.dlq.move import replay_headers
+from broker.dlq.selection import Selection, parse_moment, select, type_matches
+from broker.dlq.shovel import shovel_definition, shovel_name
+
+HEADERS = {
+    wire.H_KEY: "acct-1",
+    wire.H_ATTEMPT: 3,
+    wire.H_FIRST_ATTEMPT: 1_700_000_000_000,
+    wire.H_LAST_ATTEMPT: 1_700_000_005_000,
+    wire.H_DEAD_AT: 1_700_000_005_100,
+    wire.H_LAST_STATUS: 503,
+    wire.H_LAST_ERROR: "HTTP 503",
+    wire.H_DEAD_REASON: "max_attempts (3) reached; last: HTTP 503",
+    wire.H_ENDPOINT: "acme",
+    wire.H_HISTORY: orjson.dumps([{"at": 1_700_000_000_000, "status": 503, "ms": 12}]).decode(),
+    "x-delivery-count": 2,
+}
+BODY = orjson.dumps({"id": "evt_1", "type": "order.paid", "timestamp": "2024-01-01T00:00:00Z", "data": {}})
+
+
+def test_a_dead_letter_reads_its_story_from_the_headers() -> None:
+    letter = dead_letter_from(4, BODY, HEADERS, "evt_1", "order.paid")
+    assert (letter.position, letter.event_id, letter.event_type, letter.key) == (4, "evt_1", "order.paid", "acct-1")
+    assert (letter.attempts, letter.last_status, letter.last_error) == (3, 503, "HTTP 503")
+    assert letter.dead_ms == 1_700_000_005_100 and letter.endpoint == "acme"
+    assert letter.history == ({"at": 1_700_000_000_000, "status": 503, "ms": 12},)
+    summary = letter.summary()
+    assert summary["dead_at"] == "2023-11-14T22:13:25.100Z" and summary["first_attempt"] == "2023-11-14T22:13:20.000Z"
+    whole = letter.whole()
+    assert whole["envelope"]["id"] == "evt_1" and whole["headers"]["x-delivery-count"] == 2
+
+
+def test_a_malformed_message_is_listed_with_what_can_be_read() -> None:
+    letter = dead_letter_from(0, b"not json", {wire.H_DEAD_REASON: b"malformed message: body is not JSON"}, None, None)
+    assert (letter.event_id, letter.event_type, letter.attempts) == ("?", "?", None)
+    assert letter.dead_reason == "malformed message: body is not JSON"
+    assert letter.whole()["envelope"] == {"raw": "not json"}
+    binary = dead_letter_from(0, b"\x00\xff", {}, "m1", None)
+    assert "base64" in binary.whole()["envelope"]
+
+
+def test_header_values_become_plain_json() -> None:
+    moment = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    value = {"a": b"bytes", "b": Decimal("1.5"), "c": [moment, {"d": b"x"}]}
+    assert json_safe(value) == {"a": "bytes", "b": 1.5, "c": ["2024-01-01T00:00:00+00:00", {"d": "x"}]}
+    assert format_ms(None) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "event_type", "matches"),
+    [
+        ("order.paid", "order.paid", True),
+        ("order.*", "order.paid", True),
+        ("order.*", "order.paid.late", False),
+        ("order.#", "order.paid.late", True),
+        ("order.#", "order", True),
+        ("#", "anything.at.all", True),
+        ("*.paid", "invoice.paid", True),
+        ("order.paid", "order.refunded", False),
+    ],
+)
+def test_type_patterns_match_like_rabbitmq_topics(pattern: str, event_type: str, matches: bool) -> None:
+    assert type_matches(pattern, event_type) is matches
+
+
+def test_moments_are_iso_times_or_durations_ago() -> None:
+    now = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+    noon_ms = round(now.timestamp() * 1000)
+    assert parse_moment("15m", now) == noon_ms - 15 * 60_000
+    assert parse_moment("2024-05-01T11:00:00Z", now) == noon_ms - 3_600_000
+    assert parse_moment("2024-05-01T11:00:00", now) == noon_ms - 3_600_000  # naive means UTC
+    assert parse_moment("2024-05-01T13:00:00+02:00", now) == noon_ms - 3_600_000
+    with pytest.raises(ValueError, match="neither an ISO 8601 time"):
+        parse_moment("last tuesday", now)
+
+
+def test_selection_filters_then_orders_then_limits() -> None:
+    letters = [
+        dead_letter_from(i, BODY, {**HEADERS, wire.H_DEAD_AT: 1000 * i}, f"e{i}", "a.x" if i % 2 else "b.y")
+        for i in range(6)
+    ]
+    assert not Selection().narrows and Selection(limit=1).narrows and Selection(ids=frozenset({"e1"})).narrows
+    assert [x.event_id for x in select(letters, Selection())] == [f"e{i}" for i in range(6)]
+    assert [x.event_id for x in select(letters, Selection(types=("a.*",)))] == ["e1", "e3", "e5"]
+    assert [x.event_id for x in select(letters, Selection(since_ms=2000, until_ms=4000))] == ["e2", "e3"]
+    assert [x.event_id for x in select(letters, Selection(limit=2), newest_first=True)] == ["e5", "e4"]
+    assert [x.event_id for x in select(letters, Selection(ids=frozenset({"e4", "zz"})))] == ["e4"]
+    undated = dead_letter_from(0, BODY, {}, "u", "a.x")
+    assert select([undated], Selection(since_ms=0)) == []
+
+
+def test_a_replayed_copy_is_marked_and_sheds_broker_bookkeeping() -> None:
+    headers = {**HEADERS, "x-death": [{}], "x-first-death-queue": "q", wire.H_SHOVELLED: [{}]}
+    out = replay_headers(headers, 1234)
+    assert out[wire.H_REPLAYED] == 1234
+    assert not {"x-death", "x-first-death-queue", "x-delivery-count", wire.H_SHOVELLED} & set(out)
+    assert out[wire.H_HISTORY] == HEADERS[wire.H_HISTORY] and out[wire.H_ATTEMPT] == 3
+
+
+def test_the_shovel_moves_the_queue_length_once_confirmed_with_forward_headers() -> None:
+    value = shovel_definition("/", "w.ep.acme.dlq", "w.ep.acme")
+    assert value["src-uri"] == value["dest-uri"] == "amqp:///%2F"
+    assert (value["src-queue"], value["dest-exchange"]) == ("w.ep.acme.dlq", "w.ep.acme")
+    assert value["src-delete-after"] == "queue-length" and value["ack-mode"] == "on-confirm"
+    assert value["dest-add-forward-headers"] is True
+    assert shovel_name("w", "acme") == "w.replay.acme"

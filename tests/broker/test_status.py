@@ -1,0 +1,143 @@
+"""``warren status`` data against a real broker: exact counts, the delay chain, dead letters, states, rates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pytest
+
+from broker.events import Event
+from broker.management import ManagementClient
+from broker.status import collect_status, rate_of
+from consumers.health.admin import read_circuit_states
+from consumers.worker import Worker
+from tests.consumers.conftest import endpoint_config, publish, receiver
+from tests.support.dead_letters import seed_dead_letters, wait_depth
+from tests.support.processes import write_config
+from tests.support.receiver import Receiver, Reply
+from topology import names
+from topology.config import WarrenConfig
+from topology.delays import delay_routing_key
+from topology.planner import plan_topology
+
+__all__ = ["endpoint_config", "publish", "receiver"]
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+
+
+def test_rate_from_samples_and_fallbacks() -> None:
+    samples = [{"sample": 160, "timestamp": 60_000}, {"sample": 40, "timestamp": 0}]
+    assert rate_of({"samples": samples, "avg_rate": 99.0}) == 2.0
+    assert rate_of({"samples": samples[:1], "avg_rate": 1.5}) == 1.5
+    assert rate_of({"rate": 0.5}) == 0.5
+    assert rate_of(None) is None and rate_of({}) is None
+
+
+async def park_in_delay_chain(config: WarrenConfig, destination: str, seconds: float) -> None:
+    """Publish one message into the delay chain as a retry waiting ``seconds`` (it stays in one level queue)."""
+    levels = plan_topology(config).delay_levels
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.delay_exchange(config.broker.prefix, levels - 1))
+        message = aio_pika.Message(b"{}", message_id="parked-retry")
+        await exchange.publish(message, routing_key=delay_routing_key(seconds, levels, destination))
+    finally:
+        await connection.close()
+
+
+async def status_cli(config: WarrenConfig, directory: Path) -> dict[str, Any]:
+    path = write_config(directory, config)
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", "status", "--json", "--config", str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+async def test_status_counts_match_the_broker(
+    endpoint_config: Any, publish: Any, receiver: Receiver, management: ManagementClient, tmp_path: Path
+) -> None:
+    # Given an unordered and an ordered endpoint, no worker, 7 events for each, 3 dead letters for the first
+    # and one retry waiting 60 s in the delay chain
+    config = await endpoint_config(
+        [{"name": "shop", "events": ["order.*"]}, {"name": "books", "ordering": "key", "partitions": 3}],
+        retry={"base": "100ms", "cap": "2m"},  # a delay chain long enough to hold a retry for 60 s
+    )
+    prefix = config.broker.prefix
+    await publish(config, [Event(type="order.paid", data={"i": i}, key=f"k{i}") for i in range(7)])
+    await seed_dead_letters(config, "shop", [Event(type="order.paid", data={}) for _ in range(3)])
+    await park_in_delay_chain(config, names.work_queue(prefix, "shop"), 60)
+    assert await wait_depth(config, names.dlq(prefix, "shop"), 3) == 3
+    # When the status is taken, through the API and through the command line
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        states = await read_circuit_states(connection, config)
+        status = await collect_status(config, connection, management, None, states)
+    finally:
+        await connection.close()
+    document = await status_cli(config, tmp_path)
+    # Then the counts are the broker's: 7 ready per endpoint, 3 dead, 1 retry waiting, no consumer
+    shop, books = status.endpoints
+    assert (shop.ready, shop.consumers, shop.dlq.ready) == (7, 0, 3)
+    assert (books.ready, books.consumers, books.dlq.ready, len(books.queues)) == (7, 0, 0, 3)
+    assert status.retries_waiting == 1
+    assert shop.circuit == "active" and books.circuit == "active"
+    assert status.management_error is None
+    cli = {e["name"]: e for e in document["endpoints"]}
+    assert cli["shop"]["totals"]["ready"] == 7 and cli["shop"]["totals"]["dead"] == 3
+    assert cli["books"]["totals"]["ready"] == 7 and document["retries_waiting"] == 1
+    assert [q["name"] for q in cli["books"]["queues"]] == [names.partition_queue(prefix, "books", i) for i in range(3)]
+    # And the management API, once its sampled figures catch up, agrees queue by queue
+    expected = {q.name: q.ready for e in status.endpoints for q in (*e.queues, e.dlq)}
+    deadline = time.monotonic() + 15
+    while True:
+        sampled = {q["name"]: q.get("messages_ready") for q in await management.queues() if q["name"] in expected}
+        if sampled == expected or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert sampled == expected
+
+
+async def test_status_sees_consumers_and_unacked_while_a_worker_delivers(
+    endpoint_config: Any, publish: Any, receiver: Receiver, management: ManagementClient
+) -> None:
+    # Given a worker holding 4 deliveries of a slow endpoint (the receiver answers only when released)
+    release = asyncio.Event()
+
+    async def slow(r: Receiver, request: Any, body: bytes) -> Reply:
+        await release.wait()
+        return Reply(200)
+
+    receiver.behaviour = slow
+    config = await endpoint_config([{"name": "slow", "concurrency": 4}])
+    await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
+    async with Worker(config):
+        await receiver.wait_for(lambda r: r.in_flight == 4, 10)
+        connection = await aio_pika.connect(config.broker.url)
+        try:
+            # When the status is taken while they are held (unacked is sampled: wait for the sample)
+            deadline = time.monotonic() + 15
+            while True:
+                status = await collect_status(config, connection, management)
+                [queue] = status.endpoints[0].queues
+                if queue.unacked == 4 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+        finally:
+            await connection.close()
+            release.set()
+    # Then it shows the consumer, the 6 ready and the 4 unacked
+    assert (queue.consumers, queue.ready, queue.unacked) == (1, 6, 4)
+    assert status.endpoints[0].circuit == "n/a"  # no states passed in

@@ -1,0 +1,114 @@
+"""Dead letters for tests: made fast (published straight into a DLQ with the worker's own headers) or
+made for real (a worker exhausting events against a failing receiver); and queues read exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import AbstractIncomingMessage
+
+from broker.events import Event, encode_event
+from consumers.delivery import dead_headers, parse_delivery
+from topology import names
+from topology.config import WarrenConfig
+
+
+async def seed_dead_letters(
+    config: WarrenConfig, endpoint: str, events: Sequence[Event], *, dead_ms: Sequence[int] | None = None
+) -> None:
+    """Publish each event into the endpoint's DLQ as the worker would after two failed attempts (HTTP 500)."""
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        pending: list[Any] = []
+        for index, event in enumerate(events):
+            message = encode_event(event)
+            now = int(time.time() * 1000)
+            delivery = parse_delivery(message.body, event.id, message.headers, now, max_payload=1 << 20)
+            headers = dead_headers(
+                message.headers,
+                delivery,
+                endpoint=endpoint,
+                reason="max_attempts (2) reached; last: HTTP 500",
+                attempt_ms=now,
+                status=500,
+                error="HTTP 500",
+                duration=0.004,
+            )
+            headers["warren-attempt"] = 2
+            if dead_ms is not None:
+                headers["warren-dead-ms"] = dead_ms[index]
+            message.headers = headers
+            pending.append(exchange.publish(message, routing_key=endpoint))
+            if len(pending) >= 200:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+    finally:
+        await connection.close()
+
+
+async def drain(config: WarrenConfig, queue: str, *, quiet: float = 0.5) -> list[AbstractIncomingMessage]:
+    """Take every message out of a queue, in order, stopping after ``quiet`` seconds with nothing new.
+
+    A consumer, not basic.get: quorum queues with a single active consumer refuse basic.get.
+    """
+    connection = await aio_pika.connect(config.broker.url)
+    got: list[AbstractIncomingMessage] = []
+    arrived = asyncio.Event()
+    try:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=500)
+        q = await channel.get_queue(queue)
+
+        async def take(message: AbstractIncomingMessage) -> None:
+            await message.ack()
+            got.append(message)
+            arrived.set()
+
+        await q.consume(take)
+        while True:
+            arrived.clear()
+            try:
+                await asyncio.wait_for(arrived.wait(), quiet)
+            except TimeoutError:
+                return got
+    finally:
+        await connection.close()
+
+
+async def peek_ids(config: WarrenConfig, queue: str) -> list[str]:
+    """The message ids in a queue, head first, read without removing any (consume unacked, then close)."""
+    from broker.dlq.browse import browse
+
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        letters, _ = await browse(connection, queue)
+        return [letter.event_id for letter in letters]
+    finally:
+        await connection.close()
+
+
+async def wait_depth(config: WarrenConfig, queue: str, expected: int, timeout: float = 10) -> int:
+    """Wait until the queue holds exactly ``expected`` ready messages (AMQP count); return the last count."""
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        deadline = time.monotonic() + timeout
+        while True:
+            declared = await channel.declare_queue(queue, passive=True)
+            count = int(declared.declaration_result.message_count or 0)
+            if count == expected or time.monotonic() > deadline:
+                return count
+            await asyncio.sleep(0.05)
+    finally:
+        await connection.close()
+
+
+def dlq_name(config: WarrenConfig, endpoint: str) -> str:
+    return names.dlq(config.broker.prefix, endpoint)

@@ -1,0 +1,58 @@
+"""The shipped alert rules and Grafana dashboard refer only to metrics that exist. Pure: no broker."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from consumers.hooks import AttemptRecord
+from consumers.metrics import WorkerMetrics
+
+ROOT = Path(__file__).resolve().parent.parent
+WARREN_NAME = re.compile(r"\bwarren_[a-z_]+")
+RABBIT_NAME = re.compile(r"\brabbitmq_detailed_[a-z_]+")
+# Families of RabbitMQ's /metrics/detailed?family=queue_coarse_metrics&family=queue_consumer_count [3.10.8]
+RABBIT_SERIES = {
+    "rabbitmq_detailed_queue_messages_ready",
+    "rabbitmq_detailed_queue_messages_unacked",
+    "rabbitmq_detailed_queue_messages",
+    "rabbitmq_detailed_queue_consumers",
+}
+
+
+def worker_series() -> set[str]:
+    metrics = WorkerMetrics(["acme"])
+    metrics.track_in_flight(lambda: {"acme": 0})
+    metrics.track_endpoint_states(lambda: {"acme": ("closed", "active")})
+    # Labelled histograms and gauges have series only once observed
+    metrics.observe(AttemptRecord("acme", "evt", 1, 200, None, 0.01, "delivered", None, 0.5, None))
+    text = generate_latest(metrics.registry).decode()
+    return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def expressions() -> list[str]:
+    rules = yaml.safe_load((ROOT / "ops/prometheus/alerts.yml").read_text())["groups"][0]["rules"]
+    dashboard = json.loads((ROOT / "ops/grafana/warren.json").read_text())
+    return [r["expr"] for r in rules] + [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+
+
+def test_alert_rules_are_complete() -> None:
+    rules = yaml.safe_load((ROOT / "ops/prometheus/alerts.yml").read_text())["groups"][0]["rules"]
+    names = {r["alert"] for r in rules}
+    assert {"WarrenDeadLettersWaiting", "WarrenCircuitOpen", "WarrenDeliveriesOld"} <= names
+    for rule in rules:
+        assert rule["expr"].strip() and rule["labels"]["severity"] and rule["annotations"]["summary"]
+    assert next(r for r in rules if r["alert"] == "WarrenCircuitOpen")["for"] == "10m"
+
+
+def test_every_metric_named_exists() -> None:
+    known = worker_series()
+    used_warren = {name for expr in expressions() for name in WARREN_NAME.findall(expr)}
+    used_rabbit = {name for expr in expressions() for name in RABBIT_NAME.findall(expr)}
+    assert used_warren and used_warren <= known, used_warren - known
+    assert used_rabbit and used_rabbit <= RABBIT_SERIES, used_rabbit - RABBIT_SERIES

@@ -1,0 +1,217 @@
+"""``warren dlq`` and ``warren status`` as an operator runs them: subprocesses against the real RabbitMQ."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aio_pika
+import pytest
+
+from broker.events import Event
+from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth
+from tests.support.processes import write_config
+from tests.support.topology import declare
+from topology import names
+from topology.config import WarrenConfig
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def _env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
+    return {**clean, "COLUMNS": "220"}
+
+
+async def warren(config_path: Path, *args: str, stdin: bytes | None = None) -> Run:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", *args, "--config", str(config_path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin or b""), 40)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+@pytest.fixture
+async def down(make_config: Any, tmp_path: Path) -> tuple[WarrenConfig, Path]:
+    """An endpoint 'down' declared on the broker (nothing listens at its URL), and its config file."""
+    config: WarrenConfig = make_config(
+        [{"name": "down", "url": "http://127.0.0.1:9/hook", "events": ["#"], "circuit": {"enabled": False}}]
+    )
+    await declare(config)
+    return config, write_config(tmp_path, config)
+
+
+async def test_list_and_show_tell_each_story(down: tuple[WarrenConfig, Path]) -> None:
+    # Given 12 dead letters, 8 of type a.x then 4 of type b.y, dead one minute apart in that order
+    config, path = down
+    base = int(time.time() * 1000) - 12 * 60_000
+    events = [Event(type="a.x" if i < 8 else "b.y", data={"i": i}, key=f"k{i}") for i in range(12)]
+    await seed_dead_letters(config, "down", events, dead_ms=[base + i * 60_000 for i in range(12)])
+    dlq = names.dlq(config.broker.prefix, "down")
+    order = await peek_ids(config, dlq)
+    # When they are listed every way, and one is shown whole
+    everything = await warren(path, "dlq", "list", "down")
+    only_b = await warren(path, "dlq", "list", "down", "--json", "--type", "b.*")
+    newest = await warren(path, "dlq", "list", "down", "--json", "--newest", "--limit", "3")
+    recent = await warren(path, "dlq", "list", "down", "--json", "--since", "4m30s")
+    early = await warren(path, "dlq", "list", "down", "--json", "--until", "11m30s")
+    shown = await warren(path, "dlq", "show", "down", events[9].id, "--json")
+    shown_text = await warren(path, "dlq", "show", "down", events[9].id)
+    missing = await warren(path, "dlq", "show", "down", "no-such-id")
+    unknown = await warren(path, "dlq", "list", "nope")
+    bad_time = await warren(path, "dlq", "list", "down", "--since", "yesterday-ish")
+    # Then the table has every message and the filters pick what they say
+    assert everything.code == 0, everything.err
+    assert all(e.id in everything.out for e in events) and "12 shown of 12" in everything.out
+    assert "HTTP 500" in everything.out
+    assert [row["event_id"] for row in json.loads(only_b.out)] == [e.id for e in events[8:]]
+    assert [row["event_id"] for row in json.loads(newest.out)] == [e.id for e in events[:-4:-1]]
+    assert [row["event_id"] for row in json.loads(recent.out)] == [e.id for e in events[8:]]
+    assert [row["event_id"] for row in json.loads(early.out)] == [events[0].id]
+    row = json.loads(only_b.out)[0]
+    assert row["attempts"] == 2 and row["last_status"] == 500 and row["key"] == "k8"
+    assert row["dead_at"].endswith("Z") and row["first_attempt"].endswith("Z")
+    # And show prints one message whole: headers, envelope, history
+    detail = json.loads(shown.out)
+    assert detail["event_id"] == events[9].id and detail["envelope"]["data"] == {"i": 9}
+    assert detail["headers"]["warren-endpoint"] == "down" and detail["history"][0]["status"] == 500
+    assert "attempt history" in shown_text.out and "envelope" in shown_text.out and events[9].id in shown_text.out
+    assert missing.code == 1 and "no dead letter no-such-id" in missing.err
+    assert unknown.code == 2 and "unknown endpoint 'nope'" in unknown.err
+    assert bad_time.code == 2 and "neither an ISO 8601 time" in bad_time.err
+    assert "Traceback" not in everything.err + missing.err + unknown.err + bad_time.err
+    # And nothing moved: the same messages, in the same order
+    assert await peek_ids(config, dlq) == order
+
+
+async def test_dry_runs_move_nothing_and_purge_asks_first(down: tuple[WarrenConfig, Path]) -> None:
+    config, path = down
+    events = [Event(type="a.x" if i % 3 else "b.y", data={}) for i in range(9)]
+    await seed_dead_letters(config, "down", events)
+    dlq = names.dlq(config.broker.prefix, "down")
+    whole = await warren(path, "dlq", "replay", "down", "--dry-run")
+    subset = await warren(path, "dlq", "replay", "down", "--dry-run", "--type", "b.y")
+    declined = await warren(path, "dlq", "purge", "down", stdin=b"n\n")
+    assert whole.code == 0 and "dry run: 9 dead letter(s) would be moved" in whole.out
+    assert "a.x 6, b.y 3" in whole.out
+    assert subset.code == 0 and "dry run: 3 of 9 dead letter(s) would be replayed client-side" in subset.out
+    assert declined.code == 1 and "nothing deleted" in declined.err
+    assert await wait_depth(config, dlq, 9) == 9
+    purged = await warren(path, "dlq", "purge", "down", "--yes")
+    again = await warren(path, "dlq", "purge", "down")
+    assert purged.code == 0 and "purged 9 dead letter(s)" in purged.out
+    assert again.code == 0 and "nothing to purge" in again.out
+
+
+async def test_replay_commands_move_to_the_endpoint(down: tuple[WarrenConfig, Path], management: Any) -> None:
+    # Given 30 dead letters: 10 refunds among 20 payments
+    config, path = down
+    prefix = config.broker.prefix
+    events = [Event(type="order.refunded" if i % 3 == 0 else "order.paid", data={"i": i}) for i in range(30)]
+    await seed_dead_letters(config, "down", events)
+    refunds = [e.id for e in events if e.type == "order.refunded"]
+    # When the refunds are replayed client-side, then the rest through the shovel
+    subset = await warren(path, "dlq", "replay", "down", "--type", "order.refunded")
+    moved_first = [m.message_id for m in await drain(config, names.work_queue(prefix, "down"))]
+    rest = await warren(path, "dlq", "replay", "down")
+    moved_then = [m.message_id for m in await drain(config, names.work_queue(prefix, "down"))]
+    empty = await warren(path, "dlq", "replay", "down")
+    # Then each command moved what it said, and reported it
+    assert subset.code == 0, subset.err
+    assert "replayed 10 dead letter(s) of down" in subset.out and "20 left in" in subset.out
+    assert sorted(moved_first) == sorted(refunds)
+    assert rest.code == 0, rest.err
+    assert "replayed 20 dead letter(s) of down" in rest.out and f"shovel {prefix}.replay.down removed" in rest.out
+    assert sorted(moved_then) == sorted(e.id for e in events if e.id not in refunds)
+    assert empty.code == 0 and "nothing to replay" in empty.out
+    assert await management.shovel_status(f"{prefix}.replay.down") is None
+
+
+async def test_a_killed_replay_run_again_loses_nothing(down: tuple[WarrenConfig, Path]) -> None:
+    # Given 4,000 dead letters
+    config, path = down
+    prefix = config.broker.prefix
+    events = [Event(type="order.paid", data={"i": i}) for i in range(4000)]
+    await seed_dead_letters(config, "down", events)
+    # When a client-side replay is killed with SIGKILL once some hundreds are back in the work queue
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", "dlq", "replay", "down", "--type", "#", "--config", str(path),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, env=_env(),
+    )  # fmt: skip
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            work = await channel.declare_queue(names.work_queue(prefix, "down"), passive=True)
+            if (work.declaration_result.message_count or 0) >= 300:
+                break
+            await asyncio.sleep(0.005)
+        moved_when_killed = work.declaration_result.message_count or 0
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+    finally:
+        await connection.close()
+    # And the replay is run again once RabbitMQ took the killed run's messages back
+    await wait_until_no_consumer(config, names.dlq(prefix, "down"))
+    again = await warren(path, "dlq", "replay", "down", "--type", "#")
+    copies = Counter(m.message_id for m in await drain(config, names.work_queue(prefix, "down")))
+    # Then it was killed half-way, and every event is back, duplicated at most once per publish in flight (64)
+    assert process.returncode == -signal.SIGKILL and 300 <= moved_when_killed < 4000
+    assert again.code == 0, again.err
+    assert set(copies) == {e.id for e in events}
+    assert sum(copies.values()) - len(copies) <= 64
+    assert await wait_depth(config, names.dlq(prefix, "down"), 0) == 0
+
+
+async def wait_until_no_consumer(config: WarrenConfig, queue: str, timeout: float = 10) -> None:
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            declared = await channel.declare_queue(queue, passive=True)
+            if not declared.declaration_result.consumer_count:
+                return
+            await asyncio.sleep(0.05)
+    finally:
+        await connection.close()
+
+
+async def test_a_dlq_with_a_delivery_limit_is_not_read(down: tuple[WarrenConfig, Path], management: Any) -> None:
+    # Given a policy that gives the DLQ a delivery limit (each listing would count against it)
+    config, path = down
+    await seed_dead_letters(config, "down", [Event(type="a.b", data={})])
+    dlq = names.dlq(config.broker.prefix, "down")
+    vhost = quote(management.vhost, safe="")
+    policy = f"policies/{vhost}/{config.broker.prefix}-dlq-limit"
+    pattern = "^" + dlq.replace(".", "\\.") + "$"
+    await management.request(
+        "PUT", policy, {"pattern": pattern, "definition": {"delivery-limit": 5}, "apply-to": "queues"}
+    )
+    try:
+        # When the DLQ is listed
+        refused = await warren(path, "dlq", "list", "down")
+    finally:
+        await management.request("DELETE", policy, allow_404=True)
+    # Then the command refuses, says why, and the message was never delivered
+    assert refused.code == 1 and "delivery limit of 5" in refused.err
+    assert await wait_depth(config, dlq, 1) == 1

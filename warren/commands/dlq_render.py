@@ -1,0 +1,122 @@
+"""How ``warren dlq`` shows dead letters: a table per queue, one message whole, a history table."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from broker.dlq.letters import DeadLetter, format_ms, json_safe
+
+__all__ = ["letter_detail", "letters_table", "moves_table", "type_counts"]
+
+ERROR_WIDTH = 60
+
+
+def _when(ms: int | None) -> str:
+    text = format_ms(ms)
+    return text.replace("T", " ")[:-5] + "Z" if text else "-"
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def letters_table(letters: Sequence[DeadLetter], title: str) -> Table:
+    """The ``dlq list`` table: event id, type, key, attempts, first attempt, dead at, last status, last error."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("event id", "type", "key", "attempts", "first attempt", "dead at", "status", "last error"):
+        table.add_column(column, no_wrap=column != "last error", overflow="fold")
+    for letter in letters:
+        error = letter.last_error or letter.dead_reason or ""
+        table.add_row(
+            escape(letter.event_id),
+            escape(letter.event_type),
+            escape(_cell(letter.key)),
+            _cell(letter.attempts),
+            _when(letter.first_attempt_ms),
+            _when(letter.dead_ms),
+            _cell(letter.last_status),
+            escape(error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…"),
+        )
+    return table
+
+
+def moves_table(letters: Sequence[DeadLetter], title: str) -> Table:
+    """What a dry run would replay: enough to recognise each message."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("event id", "type", "key", "attempts", "dead at"):
+        table.add_column(column, no_wrap=True)
+    for letter in letters:
+        table.add_row(
+            escape(letter.event_id),
+            escape(letter.event_type),
+            escape(_cell(letter.key)),
+            _cell(letter.attempts),
+            _when(letter.dead_ms),
+        )
+    return table
+
+
+def type_counts(letters: Sequence[DeadLetter]) -> str:
+    counts = Counter(letter.event_type for letter in letters)
+    return ", ".join(f"{kind} {count}" for kind, count in counts.most_common())
+
+
+def letter_detail(letter: DeadLetter, copy: int, copies: int) -> RenderableType:
+    """``dlq show``: the facts, the reason, the attempt history, every header, and the envelope."""
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    rows = [
+        ("event id", letter.event_id),
+        ("type", letter.event_type),
+        ("key", _cell(letter.key)),
+        ("endpoint", _cell(letter.endpoint)),
+        ("attempts", _cell(letter.attempts)),
+        ("first attempt", _when(letter.first_attempt_ms)),
+        ("last attempt", _when(letter.last_attempt_ms)),
+        ("dead at", _when(letter.dead_ms)),
+        ("last status", _cell(letter.last_status)),
+        ("last error", _cell(letter.last_error)),
+        ("dead reason", _cell(letter.dead_reason)),
+        ("queue position", f"{letter.position} (0 = head, the oldest)"),
+    ]
+    for name, value in rows:
+        facts.add_row(name, Text(value))
+    history = Table(title="attempt history (last attempts, oldest first)", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("#", "at", "status", "duration", "error"):
+        history.add_column(column, overflow="fold")
+    first_number = (letter.attempts or len(letter.history)) - len(letter.history) + 1
+    for offset, item in enumerate(letter.history):
+        at = item.get("at")
+        history.add_row(
+            str(first_number + offset),
+            _when(at if isinstance(at, int) else None),
+            _cell(item.get("status")),
+            f"{item['ms']} ms" if isinstance(item.get("ms"), int) else "-",
+            Text(_cell(item.get("error"))),
+        )
+    headers = Table(title="headers", title_justify="left", box=box.SIMPLE_HEAD)
+    headers.add_column("name", no_wrap=True)
+    headers.add_column("value", overflow="fold")
+    for name, value in sorted(letter.headers.items()):
+        safe = json_safe(value)
+        headers.add_row(escape(name), Text(safe if isinstance(safe, str) else json.dumps(safe)))
+    envelope = letter.whole()["envelope"]
+    title = Text(f"dead letter {letter.event_id}" + (f" (copy {copy} of {copies})" if copies > 1 else ""), "bold")
+    return Group(
+        title,
+        facts,
+        history,
+        headers,
+        Text("envelope", "bold"),
+        Syntax(json.dumps(envelope, indent=2, ensure_ascii=False), "json", word_wrap=True),
+    )

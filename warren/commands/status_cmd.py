@@ -1,0 +1,175 @@
+"""``warren status``: per endpoint its queues, retries waiting, dead letters, circuit and rates."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Annotated
+
+import typer
+from aio_pika.abc import AbstractConnection
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from broker.connection import CONNECTION_EXCEPTIONS, connect_once
+from broker.dlq.letters import format_ms
+from broker.management import ManagementClient
+from broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
+from consumers.health.admin import read_circuit_states
+from topology.config import WarrenConfig
+from topology.durations import parse_duration
+from topology.errors import BrokerUnavailable, WarrenError
+from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+
+__all__ = ["register", "render_status"]
+
+SOURCES = (
+    "ready, consumers, retries and dead letters: exact (AMQP, at this instant); "
+    f"unacked and rates: management API samples (a few seconds old; rates averaged over {RATE_WINDOW}s)"
+)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _count(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _endpoint_view(endpoint: EndpointStatus) -> RenderableType:
+    ordering = "ordered by key" if endpoint.ordering == "key" else "unordered"
+    heading = Text.from_markup(
+        f"[bold]{escape(endpoint.name)}[/] · {ordering} · state [bold]{escape(endpoint.circuit)}[/] · "
+        f"dead letters [bold]{endpoint.dlq.ready}[/]" + ("" if endpoint.dlq.exists else " (DLQ missing)")
+    )
+    table = Table()
+    table.add_column("queue", no_wrap=True)
+    for column in ("ready", "unacked", "consumers", "in/s", "acked/s"):
+        table.add_column(column, justify="right")
+    for queue in endpoint.queues:
+        name = queue.name if queue.exists else f"{queue.name} (missing: run warren setup)"
+        table.add_row(
+            name,
+            str(queue.ready),
+            _count(queue.unacked),
+            str(queue.consumers),
+            _rate(queue.in_rate),
+            _rate(queue.ack_rate),
+        )
+    if len(endpoint.queues) > 1:
+        table.add_row(
+            Text("total", "bold"),
+            str(endpoint.ready),
+            _count(endpoint.unacked),
+            str(endpoint.consumers),
+            _rate(endpoint.rate("in_rate")),
+            _rate(endpoint.rate("ack_rate")),
+        )
+    return Group(heading, table)
+
+
+def _delay_view(status: Status) -> RenderableType:
+    heading = Text.from_markup(
+        f"delay chain (its queues are shared by all endpoints) · [bold]{status.retries_waiting}[/] retries waiting"
+    )
+    levels = [level for level in status.delay if level.queue.ready or not level.queue.exists]
+    if not levels:
+        return heading
+    table = Table()
+    table.add_column("level queue", no_wrap=True)
+    table.add_column("waits", justify="right")
+    table.add_column("messages", justify="right")
+    for level in levels:
+        waits = f"{level.ttl_ms} ms" if level.ttl_ms < 1000 else f"{level.ttl_ms / 1000:g} s"
+        table.add_row(level.queue.name, waits, str(level.queue.ready) if level.queue.exists else "missing")
+    return Group(heading, table, Text("(levels holding no message are left out)", "dim"))
+
+
+def render_status(status: Status) -> RenderableType:
+    head = Text(
+        f"Warren status · vhost {status.vhost!r} · prefix {status.prefix!r} · {format_ms(status.taken_at_ms)}",
+        "bold",
+    )
+    parts: list[RenderableType] = [head, Text()]
+    for endpoint in status.endpoints:
+        parts += [_endpoint_view(endpoint), Text()]
+    parts += [_delay_view(status), Text()]
+    note = SOURCES
+    if status.management_error:
+        note += f"\nunacked counts and rates unavailable: {status.management_error}"
+    parts.append(Text(note, "dim"))
+    return Group(*parts)
+
+
+async def _states(connection: AbstractConnection, config: WarrenConfig) -> dict[str, str]:
+    """Each endpoint's health as the fleet's state stream holds it; none (shown n/a) when it cannot be read."""
+    try:
+        return await read_circuit_states(connection, config)
+    except WarrenError:
+        return {}  # e.g. a topology declared before endpoint health existed: `warren setup` adds the stream
+
+
+async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status:
+    connection = await connect_once(config.broker.url, name="warren-status")
+    try:
+        states = await _states(connection, config)
+        async with ManagementClient.from_settings(config.broker) as api:
+            return await collect_status(config, connection, api, endpoints, states)
+    except CONNECTION_EXCEPTIONS as exc:
+        raise BrokerUnavailable(f"connection to RabbitMQ lost: {exc or type(exc).__name__}") from exc
+    finally:
+        await connection.close()
+
+
+async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: float, as_json: bool) -> None:
+    if as_json:
+        while True:  # one JSON document per line, until interrupted
+            typer.echo(json.dumps((await _snapshot(config, endpoints)).to_json()))
+            await asyncio.sleep(interval)
+    with Live(console=console, auto_refresh=False, screen=False) as live:
+        while True:
+            live.update(render_status(await _snapshot(config, endpoints)), refresh=True)
+            await asyncio.sleep(interval)
+
+
+def status(
+    config: ConfigOption = None,
+    endpoints: Annotated[
+        str | None, typer.Option("--endpoints", "-e", help="Comma-separated endpoint names (default: all).")
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until interrupted.")] = False,
+    interval: Annotated[str, typer.Option("--interval", help="Refresh period with --watch.")] = "2s",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON on stdout (one document per line with --watch).")
+    ] = False,
+) -> None:
+    """Show each endpoint's queues, retries waiting, dead letters, circuit and rates."""
+    cfg = load(config)
+    names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
+    unknown = [n for n in names or () if n not in {e.name for e in cfg.endpoints}]
+    if unknown:
+        fail(f"unknown endpoint(s): {', '.join(unknown)}", EXIT_USAGE)
+    try:
+        period = parse_duration(interval)
+    except ValueError as exc:
+        fail(f"--interval: {exc}", EXIT_USAGE)
+    if period <= 0:
+        fail("--interval must be positive", EXIT_USAGE)
+    if watch:
+        with contextlib.suppress(KeyboardInterrupt):
+            run(_watch(cfg, names, period, as_json))
+        return
+    snapshot = run(_snapshot(cfg, names))
+    if as_json:
+        typer.echo(json.dumps(snapshot.to_json(), indent=2))
+    else:
+        console.print(render_status(snapshot))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)
