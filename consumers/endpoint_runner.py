@@ -187,6 +187,10 @@ class EndpointRunner:
     async def resume(self) -> None:
         await self.start_consuming()
 
+    def connected(self) -> bool:
+        """Whether the delivery connection is up (a robust connection may be between two attempts)."""
+        return self._connection is not None and self._connection.connected.is_set()
+
     def consuming(self) -> list[str]:
         return list(self._consumer_tags)
 

@@ -27,15 +27,12 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS
 from consumers.endpoint_runner import EndpointRunner
 from topology.errors import describe
 
 __all__ = ["PartitionClaims", "fair_share"]
 
 log = logging.getLogger("warren.partitions")
-
-REBALANCE_FAILURES: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError)
 
 
 async def _ignore(message: object) -> None:
@@ -109,12 +106,30 @@ class PartitionClaims:
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.interval * random.uniform(0.8, 1.2))
+            if not self.runner.connected():
+                continue  # the delivery connection is reconnecting: nothing could be consumed yet
             try:
-                if self._connection is None or self._connection.is_closed:
+                if self._connection is None or self._connection.is_closed or self._channel_lost():
+                    await self._reset()
                     await self._connect()
                 await self.rebalance()
-            except REBALANCE_FAILURES as exc:
-                log.warning("partition rebalance failed (%s); trying again", describe(exc))
+            except Exception as exc:  # the loop must outlive any one failure, or partitions stay unconsumed
+                # Start again from a new connection next round: after a broker restart the roster queue (not
+                # durable) is gone and the channel that read it closed, so half-repairs do not work.
+                log.warning("partition rebalance failed (%s); reconnecting", describe(exc))
+                await self._reset()
+
+    def _channel_lost(self) -> bool:
+        return self._channel is None or self._channel.is_closed
+
+    async def _reset(self) -> None:
+        """Drop the claims connection (and with it every claim: ``_on_lost`` stops those partitions)."""
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None and not connection.is_closed:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        if self.owned:
+            self._on_lost()
 
     async def _workers(self) -> int:
         assert self._channel is not None
@@ -123,14 +138,18 @@ class PartitionClaims:
         return max(1, int(result.consumer_count or 1))
 
     async def _try_claim(self, partition: str) -> bool:
+        """Declare the partition's exclusive owner queue; another worker holding it refuses (and closes the channel).
+
+        The queue belongs to the connection, so the channel that declared it is closed at once either way.
+        """
         assert self._connection is not None
         channel = await self._connection.channel()
         try:
             await channel.declare_queue(f"{partition}.owner", exclusive=True, auto_delete=True)
-        except aiormq.exceptions.ChannelLockedResource:
+        except (aiormq.exceptions.ChannelLockedResource, aiormq.exceptions.ChannelClosed):
             return False
-        except aiormq.exceptions.ChannelClosed:
-            return False
+        with contextlib.suppress(Exception):
+            await channel.close()
         return True
 
     async def rebalance(self) -> None:
