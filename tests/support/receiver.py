@@ -18,6 +18,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     status: int  # what the receiver answered
+    path: str = ""  # the request's path: endpoints of one test differ by it
 
     @property
     def json(self) -> Any:
@@ -76,7 +77,7 @@ class Receiver:
                 await asyncio.sleep(reply.delay)
         finally:
             self.in_flight -= 1
-        self.received.append(Received(arrived, dict(request.headers.items()), body, reply.status))
+        self.received.append(Received(arrived, dict(request.headers.items()), body, reply.status, request.path))
         self._changed.set()
         return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
@@ -103,8 +104,9 @@ class Receiver:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def ok_ids(self) -> set[str]:
-        return {r.event_id for r in self.received if 200 <= r.status < 300}
+    def ok_ids(self, path: str | None = None) -> set[str]:
+        """Ids answered 2xx, at every path or at the one given."""
+        return {r.event_id for r in self.received if 200 <= r.status < 300 and (path is None or r.path == path)}
 
     async def wait_for(self, predicate: Callable[[Receiver], bool], timeout: float) -> None:
         """Wait until ``predicate(self)`` holds; fail the test with what was received if it never does."""
