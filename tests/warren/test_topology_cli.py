@@ -31,18 +31,18 @@ def test_show_prints_the_tree_of_the_demo() -> None:
     # Then the tree names every endpoint's objects, one per line
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "vhost '/' · prefix 'warren' · quorum queues" in out.splitlines()[0]
+    assert "vhost '/' · prefix 'demo' · quorum queues" in out.splitlines()[0]
     for expected in (
-        "message.* → warren.ep.acme (fanout)",
-        "warren.ep.acme.q — work  [quorum]",
-        "warren.ep.billing (x-consistent-hash)  hash on header warren-key",
-        "warren.ep.billing.p07 — partition 7  [quorum, single-active-consumer]",
-        "# → warren.ep.audit (fanout)",
-        "audit → warren.ep.audit.dlq — dead letters  [quorum]",
+        "message.* → demo.ep.acme (fanout)",
+        "demo.ep.acme.q — work  [quorum]",
+        "demo.ep.billing (x-consistent-hash)  hash on header warren-key",
+        "demo.ep.billing.p07 — partition 7  [quorum, single-active-consumer]",
+        "# → demo.ep.audit (fanout)",
+        "audit → demo.ep.audit.dlq — dead letters  [quorum]",
         "delay chain: 11 levels",
     ):
         assert expected in out, expected
-    assert "warren.ep.billing.p08" not in out
+    assert "demo.ep.billing.p08" not in out
 
 
 def test_export_writes_definitions_json_to_stdout_or_a_file(tmp_path: Path) -> None:
