@@ -55,9 +55,10 @@ async def publish_and_consume(url: str, queue_name: str, count: int, window: int
             done.set()
 
     started = time.monotonic()
-    await consume_queue.consume(on_message)
+    tag = await consume_queue.consume(on_message)
     await asyncio.wait_for(done.wait(), 120)
     consume_rate = count / (time.monotonic() - started)
+    await consume_queue.cancel(tag)
     await queue.delete(if_unused=False, if_empty=False)
     await connection.close()
     return {"publish_confirmed_per_s": publish_rate, "consume_ack_per_s": consume_rate}
