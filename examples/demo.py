@@ -110,7 +110,9 @@ def demo_events() -> list[dict[str, object]]:
 
 
 async def run(command: list[str], **kwargs: object) -> int:
-    process = await asyncio.create_subprocess_exec(*command, **kwargs)  # type: ignore[arg-type]
+    # Wide enough for the commands' tables even when the demo's output is not a terminal.
+    env = {**os.environ, "COLUMNS": str(max(console.width, 150))}
+    process = await asyncio.create_subprocess_exec(*command, env=env, **kwargs)  # type: ignore[arg-type]
     return await process.wait()
 
 

@@ -109,11 +109,16 @@ def dead_letter_from(
     except orjson.JSONDecodeError:
         envelope = None
     fields = envelope if isinstance(envelope, dict) else {}
+    # The envelope's key first. The hash header holds the key too, or the event id when the event has none
+    # (Warren's publisher always sets it), so a header equal to the id is not shown as a key.
+    event_id = message_id or _text(fields.get("id"))
+    hash_key = _text(headers.get(wire.H_KEY))
+    key = _text(fields.get("key")) or (hash_key if hash_key != event_id else None)
     return DeadLetter(
         position=position,
         event_id=message_id or _text(fields.get("id")) or "?",
         event_type=message_type or _text(fields.get("type")) or "?",
-        key=_text(headers.get(wire.H_KEY)) or _text(fields.get("key")),
+        key=key or None,
         attempts=_int(headers.get(wire.H_ATTEMPT)),
         first_attempt_ms=_int(headers.get(wire.H_FIRST_ATTEMPT)),
         last_attempt_ms=_int(headers.get(wire.H_LAST_ATTEMPT)),

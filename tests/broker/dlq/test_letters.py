@@ -116,3 +116,9 @@ def test_the_shovel_moves_the_queue_length_once_confirmed_with_forward_headers()
     assert value["src-delete-after"] == "queue-length" and value["ack-mode"] == "on-confirm"
     assert value["dest-add-forward-headers"] is True
     assert shovel_name("w", "acme") == "w.replay.acme"
+
+
+def test_an_event_without_key_shows_no_key() -> None:
+    # Warren's publisher puts the event id in the hash header when the event has no key: that is not a key
+    letter = dead_letter_from(0, BODY, {wire.H_KEY: b"evt_1"}, "evt_1", "order.paid")
+    assert letter.key is None
