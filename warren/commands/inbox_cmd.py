@@ -29,7 +29,7 @@ def receive(
         typer.Option("--port", "-p", min=0, max=65535, help="Port to listen on (default: receiver.port)."),
     ] = None,
 ) -> None:
-    """Serve the [[inbound]] sources: verify each webhook, queue it in RabbitMQ, answer 202."""
+    """Serve the configured inbound sources: verify each webhook, queue it in RabbitMQ, answer 202."""
     cfg = load(config)
     _require_sources(cfg)
     logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
