@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import aiohttp
 from aio_pika.abc import AbstractRobustConnection
 
 from broker.connection import connect
+from broker.serving import stop_on_signals
 from consumers.endpoint_runner import EndpointRunner
 from consumers.health.control import HealthControl
 from consumers.hooks import DeliveryHooks
@@ -148,9 +148,7 @@ class Worker:
     async def run(self) -> None:
         """Deliver until SIGTERM or SIGINT, then shut down gracefully."""
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        async with self:
-            await stop.wait()
-            log.info("signal received: stopping")
+        with stop_on_signals(stop):
+            async with self:
+                await stop.wait()
+                log.info("signal received: stopping")

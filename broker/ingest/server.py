@@ -7,16 +7,14 @@ publishes are confirmed or answered 503), and only then is the RabbitMQ connecti
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from collections.abc import Callable
 
-from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage
 
 from broker.ingest.app import create_app
 from broker.ingest.link import BrokerLink
+from broker.serving import serve_app
 from topology.config import WarrenConfig
 
 __all__ = ["serve"]
@@ -49,28 +47,15 @@ async def serve(
     host = host or config.api.host
     port = config.api.port if port is None else port
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
     logging.getLogger("aiohttp.server").addFilter(_CLIENT_GARBAGE)  # the same object: adding twice is a no-op
-    runner = web.AppRunner(create_app(config, link), access_log=None, shutdown_timeout=grace)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
-        bound = port
-        server = site._server
-        if isinstance(server, asyncio.Server) and server.sockets:
-            bound = server.sockets[0].getsockname()[1]
-        log.info("warren api listening on http://%s:%d", host, bound)
-        if on_listening is not None:
-            on_listening(host, bound)
-        await stop.wait()
-        log.info("stopping: finishing requests in flight (up to %.0fs)", grace)
-    finally:
-        await runner.cleanup()
-        for sig in handled:
-            loop.remove_signal_handler(sig)
+    await serve_app(
+        create_app(config, link),
+        name="warren api",
+        host=host,
+        port=port,
+        stop=stop,
+        grace=grace,
+        log=log,
+        on_listening=on_listening,
+        backlog=1024,
+    )

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from aiohttp import web
-
+from broker.serving import serve_app, stop_on_signals
 from consumers.receiving.inbox import Inbox
 from consumers.receiving.receiver import build_receiver_app
 from consumers.receiving.stores import open_store
@@ -18,21 +15,6 @@ from topology.config import WarrenConfig
 __all__ = ["run_inbox", "serve_receiver"]
 
 log = logging.getLogger("warren.receive")
-
-
-@contextlib.contextmanager
-def _signals(stop: asyncio.Event) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-    handled = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-            handled.append(sig)
-    try:
-        yield
-    finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
 
 
 async def serve_receiver(
@@ -48,23 +30,16 @@ async def serve_receiver(
     host = host or config.receiver.host
     port = config.receiver.port if port is None else port
     stop = stop or asyncio.Event()
-    with _signals(stop):
-        runner = web.AppRunner(build_receiver_app(config), access_log=None, shutdown_timeout=grace)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-            bound = port
-            server = site._server
-            if isinstance(server, asyncio.Server) and server.sockets:
-                bound = server.sockets[0].getsockname()[1]
-            log.info("warren receive listening on http://%s:%d", host, bound)
-            if on_listening is not None:
-                on_listening(host, bound)
-            await stop.wait()
-            log.info("stopping: finishing requests in flight (up to %.0fs)", grace)
-        finally:
-            await runner.cleanup()
+    await serve_app(
+        build_receiver_app(config),
+        name="warren receive",
+        host=host,
+        port=port,
+        stop=stop,
+        grace=grace,
+        log=log,
+        on_listening=on_listening,
+    )
 
 
 async def run_inbox(
@@ -80,7 +55,7 @@ async def run_inbox(
         config.inbox.store, postgres_schema=config.inbox.postgres_schema, pool_size=config.inbox.concurrency + 2
     )
     inbox = Inbox(config, store, sources=sources)
-    with _signals(stop):
+    with stop_on_signals(stop):
         async with inbox:
             if on_started is not None:
                 on_started(inbox)
