@@ -244,10 +244,7 @@ class EndpointRunner:
         tag = message.consumer_tag or ""
         self._busy[tag] = self._busy.get(tag, 0) + 1
         try:
-            if self.ordered:
-                await self._deliver_in_place(message)
-            else:
-                await self._deliver_once(message)
+            await self._deliver(message)
         except EndpointBlocked:
             # A gate refused the attempt (circuit open, paused, disabled): back to RabbitMQ, no attempt counted.
             await self._hand_back(message)
@@ -349,14 +346,20 @@ class EndpointRunner:
         for callback in self.hooks.settlements:
             callback(self.endpoint.name, how)
 
-    async def _deliver_once(self, message: AbstractIncomingMessage) -> None:
-        """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
-        now_ms = int(time.time() * 1000)
+    async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        """Read the message once; one that is not a Warren envelope goes to the DLQ at once with the reason."""
         try:
-            delivery = self._parse(message, now_ms)
+            delivery = self._parse(message, int(time.time() * 1000))
         except MalformedMessage as exc:
             await self._dead_letter(message, None, f"malformed message: {exc}")
             return
+        if self.ordered:
+            await self._deliver_in_place(message, delivery)
+        else:
+            await self._deliver_once(message, delivery)
+
+    async def _deliver_once(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:
+        """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
         result, verdict, attempt_ms = await self._attempt(delivery)
         attempt = delivery.attempts_made + 1
         if verdict.outcome is Outcome.DELIVERED:
@@ -386,7 +389,7 @@ class EndpointRunner:
                 self._report(delivery, attempt, result, "retry", step.delay, attempt_ms)
                 await self._schedule_retry(message, delivery, step, result, attempt_ms)
 
-    async def _deliver_in_place(self, message: AbstractIncomingMessage) -> None:
+    async def _deliver_in_place(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:
         """Ordered: retry while holding the message unacked, so nothing behind it in the partition overtakes it.
 
         The hold is bounded by ``delivery.ordered_hold_limit``, below RabbitMQ's ``consumer_timeout`` (30 min by
@@ -394,12 +397,6 @@ class EndpointRunner:
         while it is held) and this runner remembers its attempts, so that the next delivery of it continues the
         schedule. Another worker taking it over starts from the headers' count; ``max_age`` bounds it either way.
         """
-        now_ms = int(time.time() * 1000)
-        try:
-            delivery = self._parse(message, now_ms)
-        except MalformedMessage as exc:
-            await self._dead_letter(message, None, f"malformed message: {exc}")
-            return
         held_since = time.monotonic()
         attempts, first_ms, history = self._held_before.pop(
             delivery.event_id, (delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history))
