@@ -8,6 +8,12 @@ signs and sends the same bytes without re-encoding them. The AMQP ``message_id``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from aio_pika import DeliveryMode, Message
+from aio_pika.abc import AbstractIncomingMessage
+
 __all__ = [
     "H_ATTEMPT",
     "H_DEAD_AT",
@@ -26,6 +32,7 @@ __all__ = [
     "H_SHOVELLED",
     "H_SOURCE",
     "RABBITMQ_DEATH_HEADERS",
+    "onward",
 ]
 
 H_KEY = "warren-key"  # ordering key (the event id when the event has none): the consistent-hash input
@@ -56,3 +63,21 @@ RABBITMQ_DEATH_HEADERS = (
     "x-last-death-queue",
     "x-last-death-reason",
 )
+
+
+def onward(message: AbstractIncomingMessage, headers: Mapping[str, Any]) -> Message:
+    """The same message with new headers, persistent: what a retry, a dead letter or a replay republishes.
+
+    The body is kept byte for byte (it is what gets signed), and so are the properties that identify it.
+    """
+    return Message(
+        message.body,
+        headers=dict(headers),
+        message_id=message.message_id,
+        type=message.type,
+        content_type=message.content_type or "application/json",
+        timestamp=message.timestamp,
+        app_id=message.app_id,
+        correlation_id=message.correlation_id,
+        delivery_mode=DeliveryMode.PERSISTENT,
+    )

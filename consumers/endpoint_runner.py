@@ -14,7 +14,6 @@ import time
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika import DeliveryMode, Message
 from aio_pika.abc import (
     AbstractChannel,
     AbstractExchange,
@@ -23,6 +22,7 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
+from broker import wire
 from broker.connection import CONNECTION_EXCEPTIONS
 from consumers.ack_batcher import AckBatcher
 from consumers.attempt_log import log_attempt
@@ -503,16 +503,7 @@ class EndpointRunner:
         how: Settlement,
     ) -> None:
         assert exchange is not None
-        outgoing = Message(
-            message.body,
-            headers=headers,
-            message_id=message.message_id,
-            type=message.type,
-            content_type=message.content_type or "application/json",
-            timestamp=message.timestamp,
-            app_id=message.app_id,
-            delivery_mode=DeliveryMode.PERSISTENT,
-        )
+        outgoing = wire.onward(message, headers)
         try:
             await exchange.publish(outgoing, routing_key=routing_key, mandatory=True)
         except MOVE_FAILURES as exc:

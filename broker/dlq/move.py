@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika import DeliveryMode, Message
+from aio_pika import Message
 from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
 from broker import wire
@@ -52,17 +52,7 @@ class MoveReport:
 
 
 def _copy(message: AbstractIncomingMessage, replayed_ms: int) -> Message:
-    return Message(
-        message.body,
-        headers=replay_headers(dict(message.headers or {}), replayed_ms),
-        message_id=message.message_id,
-        type=message.type,
-        content_type=message.content_type or "application/json",
-        timestamp=message.timestamp,
-        app_id=message.app_id,
-        correlation_id=message.correlation_id,
-        delivery_mode=DeliveryMode.PERSISTENT,
-    )
+    return wire.onward(message, replay_headers(dict(message.headers or {}), replayed_ms))
 
 
 async def move_selected(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika import DeliveryMode, Message
+from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from broker import wire
@@ -228,15 +228,7 @@ class Inbox:
             headers[wire.H_DEAD_REASON] = step.reason
             headers[wire.H_DEAD_AT] = now_ms
             what = f"dead-lettered ({step.reason})"
-        copy = Message(
-            message.body,
-            headers=headers,
-            message_id=message.message_id,
-            content_type=message.content_type,
-            delivery_mode=DeliveryMode.PERSISTENT,
-            timestamp=message.timestamp,
-            app_id=message.app_id,
-        )
+        copy = wire.onward(message, headers)
         try:
             await self._publish(exchange, routing_key, copy)
         except PublishError as exc:
