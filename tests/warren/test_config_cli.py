@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import warren_sync as warren
+
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-
-def warren(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real CLI in a child process, without any WARREN_* override from the caller's shell."""
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
-    return subprocess.run(
-        [sys.executable, "-m", "warren", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**clean, **(env or {})},
-    )
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +13,7 @@ from broker.connection import connect
 from broker.events import Event
 from broker.publisher import Publisher
 from consumers.worker import Worker
+from tests.support.cli import warren
 from tests.support.health import wait_until
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
@@ -48,21 +46,6 @@ async def publish(config: WarrenConfig, events: list[Event]) -> None:
         assert not report.failed
     finally:
         await connection.close()
-
-
-async def warren(*args: str) -> tuple[int, str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "warren",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**clean, "COLUMNS": "200"},
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 30)
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 async def test_pause_list_show_resume_disable_enable(

@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
 import aio_pika
 import orjson
 import pytest
 
+from tests.support.cli import warren
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from topology import names
 
 pytestmark = pytest.mark.timeout(60)
-
-
-async def warren(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "warren",
-        *args,
-        env=clean,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate(stdin)
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 async def drain(url: str, queue_name: str) -> list[aio_pika.abc.AbstractIncomingMessage]:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import aio_pika
@@ -13,6 +9,7 @@ import pytest
 
 from broker.management import ManagementClient
 from tests.conftest import TEST_SECRET
+from tests.support.cli import warren
 from tests.support.rabbit import RabbitServer
 from tests.support.setup_helpers import prefix_state
 from topology import names
@@ -20,29 +17,6 @@ from topology.config import load_config
 from topology.planner import plan_topology
 
 pytestmark = pytest.mark.broker
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-async def warren(*args: str) -> Run:
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "warren",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**clean, "COLUMNS": "200"},
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
 
 
 def write_config(path: Path, amqp_url: str, management_url: str, prefix: str, *, with_billing: bool = True) -> Path:

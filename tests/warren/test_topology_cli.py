@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.cli import warren_sync as warren
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.toml"
 EXAMPLE = ROOT / "examples" / "warren.toml"
-
-
-def warren(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
-    return subprocess.run(
-        [sys.executable, "-m", "warren", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**clean, **(env or {})},
-    )
 
 
 def test_show_prints_the_tree_of_the_demo() -> None:

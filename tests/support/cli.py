@@ -1,0 +1,37 @@
+"""Running the real ``warren`` CLI in a child process, as a user would, without the caller's WARREN_* settings."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from typing import NamedTuple
+
+
+class Run(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without any WARREN_* override, tables 200 columns wide, plus ``extra``."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("WARREN_")}
+    return {**clean, "COLUMNS": "200", **(extra or {})}
+
+
+async def warren(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 40) -> Run:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", *args, env=clean_env(env),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(stdin or b""), timeout)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+def warren_sync(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warren", *args], capture_output=True, text=True, timeout=timeout, env=clean_env(env)
+    )
