@@ -31,6 +31,7 @@ from consumers.receiving.errors import VerificationError
 from consumers.receiving.signatures import verify_standard_webhook
 from topology import names
 from topology.config import load_config
+from topology.planner import plan_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "demo.toml"
@@ -129,8 +130,11 @@ async def main() -> int:
         return 1
     connection = await aio_pika.connect(config.broker.url)
     channel = await connection.channel()
-    for endpoint in config.endpoints:  # a fresh start: earlier demo runs' dead letters would blur the counts
-        await (await channel.get_queue(names.dlq(prefix, endpoint.name))).purge()
+    # A fresh start: what an earlier, interrupted demo left in its queues would blur the counts. The demo owns
+    # the prefix "demo", so it empties every queue of it (the state stream aside: streams are not purged).
+    for queue in plan_topology(config).queues:
+        if queue.arguments.get("x-queue-type") != "stream":
+            await (await channel.get_queue(queue.name)).purge()
 
     console.rule("[bold]2. a local receiver on 127.0.0.1:8089, and a worker")
     receiver = DemoReceiver()
