@@ -10,12 +10,13 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 
 @dataclass
 class Received:
     at: float  # time.monotonic() when the request arrived
-    headers: dict[str, str]
+    headers: CIMultiDict[str]  # case-insensitive, as HTTP headers are
     body: bytes
     status: int  # what the receiver answered
     path: str = ""  # the request's path: endpoints of one test differ by it
@@ -77,7 +78,7 @@ class Receiver:
                 await asyncio.sleep(reply.delay)
         finally:
             self.in_flight -= 1
-        self.received.append(Received(arrived, dict(request.headers.items()), body, reply.status, request.path))
+        self.received.append(Received(arrived, CIMultiDict(request.headers), body, reply.status, request.path))
         self._changed.set()
         return web.Response(status=reply.status, body=reply.body, headers=reply.headers)
 
