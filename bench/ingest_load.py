@@ -29,19 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import aiohttp
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.topology_teardown import teardown
 from broker.applier import apply_setup
 from broker.management import ManagementClient
 from tests.support.processes import write_config
 from topology import names
 from topology.config import WarrenConfig
-from topology.planner import plan_topology
 
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
@@ -139,18 +138,6 @@ async def purge(config: WarrenConfig) -> None:
     async with ManagementClient.from_settings(config.broker) as api:
         queue = names.work_queue(config.broker.prefix, "bench")
         await api.request("DELETE", f"queues/{api.vhost.replace('/', '%2F')}/{queue}/contents")
-
-
-async def teardown(config: WarrenConfig) -> None:
-    plan = plan_topology(config)
-    connection = await aio_pika.connect(config.broker.url)
-    for queue in plan.queues:
-        channel = await connection.channel()
-        await channel.queue_delete(queue.name)
-    for exchange in plan.exchanges:
-        channel = await connection.channel()
-        await channel.exchange_delete(exchange.name)
-    await connection.close()
 
 
 async def start_api(path: Path, log: Path, profile: str | None) -> asyncio.subprocess.Process:

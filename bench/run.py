@@ -23,18 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aio_pika
 import aiohttp
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.topology_teardown import teardown
 from broker.applier import apply_setup
 from tests.support.processes import write_config
 from topology import names
 from topology.config import WarrenConfig
-from topology.planner import plan_topology
 
 PY = sys.executable
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -79,18 +78,6 @@ def config_for(prefix: str, workload: Workload) -> WarrenConfig:
         worker={"log_format": "json"},
         endpoints=[endpoint],
     )
-
-
-async def teardown(config: WarrenConfig) -> None:
-    plan = plan_topology(config)
-    connection = await aio_pika.connect(config.broker.url)
-    for queue in plan.queues:
-        channel = await connection.channel()
-        await channel.queue_delete(queue.name)
-    for exchange in plan.exchanges:
-        channel = await connection.channel()
-        await channel.exchange_delete(exchange.name)
-    await connection.close()
 
 
 async def http(method: str, path: str, body: Any = None) -> Any:
