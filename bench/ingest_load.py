@@ -36,11 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.topology_teardown import teardown
-from broker.applier import apply_setup
-from broker.management import ManagementClient
 from tests.support.processes import write_config
-from topology import names
-from topology.config import WarrenConfig
+from warren.broker.applier import apply_setup
+from warren.broker.management import ManagementClient
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")

@@ -15,9 +15,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.connection import connect
-from broker.events import Event
-from broker.publisher import Publisher
+from warren.broker.connection import connect
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
 
 
 async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int) -> None:

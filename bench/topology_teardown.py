@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import aio_pika
 
-from topology.config import WarrenConfig
-from topology.planner import plan_topology
+from warren.topology.config import WarrenConfig
+from warren.topology.planner import plan_topology
 
 
 async def teardown(config: WarrenConfig) -> None:

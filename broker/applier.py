@@ -15,15 +15,15 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
-from broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
-from broker.management import ManagementClient
-from broker.prune import LeftoverOutcome, preview, prune, report_only
-from topology import names
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable, TopologyError
-from topology.plan import Plan
-from topology.planner import plan_topology
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
+from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
+from warren.broker.management import ManagementClient
+from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable, TopologyError
+from warren.topology.plan import Plan
+from warren.topology.planner import plan_topology
 
 __all__ = [
     "PLUGIN_EXCHANGE_TYPES",

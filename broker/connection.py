@@ -9,7 +9,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 
-from topology.errors import BrokerUnavailable, describe
+from warren.topology.errors import BrokerUnavailable, describe
 
 __all__ = ["CONNECTION_EXCEPTIONS", "connect", "connect_once", "redact_url"]
 

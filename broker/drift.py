@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from topology.plan import Binding, Exchange, Plan, Queue
+from warren.topology.plan import Binding, Exchange, Plan, Queue
 
 __all__ = [
     "ABSENT",

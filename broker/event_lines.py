@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from broker.events import Event
-from topology.errors import EventError
+from warren.broker.events import Event
+from warren.topology.errors import EventError
 
 __all__ = ["BadLine", "event_from_fields", "read_event_lines"]
 

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from aio_pika import DeliveryMode, Message
 
-from broker import wire
-from topology.errors import EventError
+from warren.broker import wire
+from warren.topology.errors import EventError
 
 __all__ = ["Event", "encode_event", "new_event_id", "validate_event_type"]
 

@@ -9,8 +9,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from topology.config import BrokerSettings
-from topology.errors import ManagementError
+from warren.topology.config import BrokerSettings
+from warren.topology.errors import ManagementError
 
 __all__ = ["ManagementClient"]
 

@@ -16,7 +16,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 from aiormq.abc import AbstractChannel
 
-from broker.drift import Leftover
+from warren.broker.drift import Leftover
 
 __all__ = ["Action", "LeftoverOutcome", "preview", "prune"]
 

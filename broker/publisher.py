@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from broker.events import Event, encode_event
-from topology import names
-from topology.errors import PublishError, UnroutableError, describe
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.events import Event, encode_event
+from warren.topology import names
+from warren.topology.errors import PublishError, UnroutableError, describe
 
 __all__ = ["DEFAULT_WINDOW", "PublishReport", "Publisher"]
 

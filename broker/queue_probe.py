@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.connection import CONNECTION_EXCEPTIONS
 
 __all__ = ["QueueDepth", "QueueProbe"]
 

@@ -15,12 +15,12 @@ from urllib.parse import quote
 
 from aio_pika.abc import AbstractConnection
 
-from broker.management import ManagementClient
-from broker.queue_probe import QueueProbe
-from topology import names
-from topology.config import WarrenConfig
-from topology.errors import ManagementError
-from topology.planner import plan_topology
+from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueProbe
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import ManagementError
+from warren.topology.planner import plan_topology
 
 __all__ = ["RATE_WINDOW", "UNKNOWN", "DelayLevel", "EndpointStatus", "QueueRow", "Status", "collect_status", "rate_of"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from broker import wire
+from warren.broker import wire
 
 __all__ = [
     "HISTORY_LIMIT",

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from topology.errors import WarrenError
+from warren.topology.errors import WarrenError
 
 __all__ = ["ForbiddenAddress", "GuardedResolver", "check_url_literal", "forbidden_reason"]
 

@@ -22,20 +22,20 @@ from aio_pika.abc import (
     AbstractRobustConnection,
 )
 
-from broker import wire
-from broker.connection import CONNECTION_EXCEPTIONS
-from consumers.ack_batcher import AckBatcher
-from consumers.attempt_log import log_attempt
-from consumers.classify import Outcome, Verdict, classify, parse_retry_after
-from consumers.delivery import Delivery, MalformedMessage, dead_headers, parse_delivery, retry_headers
-from consumers.hooks import AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked, Settlement
-from consumers.http_attempt import AttemptResult, HttpSender
-from consumers.signing import signature_header
-from topology import names
-from topology.backoff import Exhausted, RetryIn, next_step
-from topology.config import DeliverySettings, Endpoint, RetryPolicy
-from topology.delays import delay_routing_key
-from topology.errors import describe
+from warren.broker import wire
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.consumers.ack_batcher import AckBatcher
+from warren.consumers.attempt_log import log_attempt
+from warren.consumers.classify import Outcome, Verdict, classify, parse_retry_after
+from warren.consumers.delivery import Delivery, MalformedMessage, dead_headers, parse_delivery, retry_headers
+from warren.consumers.hooks import AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked, Settlement
+from warren.consumers.http_attempt import AttemptResult, HttpSender
+from warren.consumers.signing import signature_header
+from warren.topology import names
+from warren.topology.backoff import Exhausted, RetryIn, next_step
+from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
+from warren.topology.delays import delay_routing_key
+from warren.topology.errors import describe
 
 __all__ = ["EndpointRunner"]
 

@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from consumers.classify import Verdict
-from consumers.http_attempt import AttemptResult
+from warren.consumers.classify import Verdict
+from warren.consumers.http_attempt import AttemptResult
 
 __all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from consumers.egress import ForbiddenAddress, GuardedResolver, check_url_literal
+from warren.consumers.egress import ForbiddenAddress, GuardedResolver, check_url_literal
 
 __all__ = ["AttemptResult", "HttpSender", "new_session"]
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
+from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
 
 __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 

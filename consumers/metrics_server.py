@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from consumers.metrics import WorkerMetrics
-from topology.errors import WarrenError
+from warren.consumers.metrics import WorkerMetrics
+from warren.topology.errors import WarrenError
 
 if TYPE_CHECKING:
-    from consumers.worker import Worker
+    from warren.consumers.worker import Worker
 
 __all__ = ["MetricsServer", "endpoint_states", "serve_worker_metrics"]
 

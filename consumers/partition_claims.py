@@ -27,8 +27,8 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from consumers.endpoint_runner import EndpointRunner
-from topology.errors import describe
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.topology.errors import describe
 
 __all__ = ["PartitionClaims", "fair_share"]
 

@@ -1,7 +1,7 @@
 """Standard Webhooks signing: HMAC-SHA256 over ``id.timestamp.body``, base64, ``v1,`` prefix. Pure.
 
 The worker signs every outgoing request with :func:`signature_header`; the receiving toolkit checks it with
-``consumers.receiving.signatures``. Both build the signed content with :func:`signed_content`, so the two
+``warren.consumers.receiving.signatures``. Both build the signed content with :func:`signed_content`, so the two
 sides cannot drift apart.
 """
 
@@ -11,7 +11,7 @@ import base64
 import hashlib
 import hmac
 
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 __all__ = ["SIGNATURE_VERSION", "sign", "signature_header", "signed_content"]
 

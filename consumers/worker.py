@@ -16,17 +16,17 @@ from typing import Any
 import aiohttp
 from aio_pika.abc import AbstractRobustConnection
 
-from broker.connection import connect
-from broker.serving import stop_on_signals
-from consumers.endpoint_runner import EndpointRunner
-from consumers.health.control import HealthControl
-from consumers.hooks import DeliveryHooks
-from consumers.http_attempt import HttpSender, new_session
-from consumers.metrics_server import MetricsServer, serve_worker_metrics
-from consumers.partition_claims import PartitionClaims
-from topology.config import WarrenConfig
-from topology.errors import WarrenError
-from topology.planner import plan_topology
+from warren.broker.connection import connect
+from warren.broker.serving import stop_on_signals
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.health.control import HealthControl
+from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.http_attempt import HttpSender, new_session
+from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
+from warren.consumers.partition_claims import PartitionClaims
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import WarrenError
+from warren.topology.planner import plan_topology
 
 __all__ = ["Worker"]
 

@@ -27,11 +27,11 @@ from aiohttp import web
 from rich.console import Console
 from rich.table import Table
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.signatures import verify_standard_webhook
-from topology import names
-from topology.config import load_config
-from topology.planner import plan_topology
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.signatures import verify_standard_webhook
+from warren.topology import names
+from warren.topology.config import load_config
+from warren.topology.planner import plan_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "examples" / "demo.toml"

@@ -23,16 +23,16 @@ from pathlib import Path
 
 from aiohttp import web
 
-from consumers.receiving import (
+from warren.consumers.receiving import (
     IdempotentConsumer,
     InboundEvent,
     StandardWebhooksVerifier,
     Transaction,
     verified_handler,
 )
-from consumers.receiving.middleware import error_response
-from consumers.receiving.stores.sqlite import SqliteStore
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.receiving.middleware import error_response
+from warren.consumers.receiving.stores.sqlite import SqliteStore
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 LEDGER = """CREATE TABLE IF NOT EXISTS invoices (
     invoice_id TEXT PRIMARY KEY,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from broker.management import ManagementClient
 from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_available, from_environment
-from topology.config import WarrenConfig
-from topology.errors import ManagementError
+from warren.broker.management import ManagementClient
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import ManagementError
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

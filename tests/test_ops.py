@@ -10,8 +10,8 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from consumers.hooks import AttemptRecord
-from consumers.metrics import WorkerMetrics
+from warren.consumers.hooks import AttemptRecord
+from warren.consumers.metrics import WorkerMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 WARREN_NAME = re.compile(r"\bwarren_[a-z_]+")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from topology.config import RetryPolicy
+from warren.topology.config import RetryPolicy
 
 __all__ = ["Exhausted", "RetryIn", "backoff_bound", "draw_delay", "next_step"]
 

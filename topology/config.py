@@ -28,9 +28,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from topology.durations import parse_duration
-from topology.errors import WarrenError
-from topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+from warren.topology.durations import parse_duration
+from warren.topology.errors import WarrenError
+from warren.topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
 
 __all__ = [
     "ApiSettings",

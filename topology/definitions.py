@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topology.plan import Binding, Exchange, Plan, Queue
+from warren.topology.plan import Binding, Exchange, Plan, Queue
 
 __all__ = ["RABBITMQ_VERSION", "definitions"]
 

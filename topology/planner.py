@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from topology import names
-from topology.config import Endpoint, InboundSource, WarrenConfig
-from topology.delays import level_count
-from topology.plan import Arguments, Binding, Exchange, Plan, Queue
+from warren.topology import names
+from warren.topology.config import Endpoint, InboundSource, WarrenConfig
+from warren.topology.delays import level_count
+from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
 __all__ = ["HASH_HEADER", "plan_topology", "queue_arguments"]
 

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from topology import names
-from topology.plan import Arguments, ArgValue, Binding, Exchange, Plan, Queue
+from warren.topology import names
+from warren.topology.plan import Arguments, ArgValue, Binding, Exchange, Plan, Queue
 
 __all__ = ["human_ms", "plan_tree", "render_text", "summarise_arguments"]
 

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from topology.config import ConfigError, WarrenConfig, load_config
-from topology.errors import WarrenError
+from warren.topology.config import ConfigError, WarrenConfig, load_config
+from warren.topology.errors import WarrenError
 
 __all__ = ["ConfigOption", "console", "err_console", "fail", "load", "run"]
 

@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-from broker.dlq.browse import MAX_SCAN, browse, delivery_limit
-from broker.dlq.letters import DeadLetter
-from broker.dlq.move import MoveReport, move_selected
-from broker.dlq.purge import purge_dlq
-from broker.dlq.selection import Selection, parse_moment, select
-from broker.dlq.shovel import ShovelReport, replay_by_shovel
+from warren.broker.dlq.browse import MAX_SCAN, browse, delivery_limit
+from warren.broker.dlq.letters import DeadLetter
+from warren.broker.dlq.move import MoveReport, move_selected
+from warren.broker.dlq.purge import purge_dlq
+from warren.broker.dlq.selection import Selection, parse_moment, select
+from warren.broker.dlq.shovel import ShovelReport, replay_by_shovel
 
 __all__ = [
     "MAX_SCAN",

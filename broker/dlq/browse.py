@@ -23,10 +23,10 @@ from urllib.parse import quote
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from broker.dlq.letters import DeadLetter, dead_letter_from
-from broker.management import ManagementClient
-from topology.errors import TopologyError
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.dlq.letters import DeadLetter, dead_letter_from
+from warren.broker.management import ManagementClient
+from warren.topology.errors import TopologyError
 
 __all__ = ["MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from broker import wire
+from warren.broker import wire
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
 

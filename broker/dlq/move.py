@@ -18,13 +18,13 @@ import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
-from broker import wire
-from broker.connection import CONNECTION_EXCEPTIONS
-from broker.dlq.browse import MAX_SCAN, hold_messages
-from broker.dlq.letters import DeadLetter
-from broker.dlq.selection import Selection, select
-from topology import names
-from topology.errors import ReplayError, TopologyError
+from warren.broker import wire
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.dlq.browse import MAX_SCAN, hold_messages
+from warren.broker.dlq.letters import DeadLetter
+from warren.broker.dlq.selection import Selection, select
+from warren.topology import names
+from warren.topology.errors import ReplayError, TopologyError
 
 __all__ = ["DEFAULT_WINDOW", "MoveReport", "move_selected", "replay_headers"]
 

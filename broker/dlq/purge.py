@@ -7,9 +7,9 @@ import contextlib
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from topology import names
-from topology.errors import TopologyError
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.topology import names
+from warren.topology.errors import TopologyError
 
 __all__ = ["purge_dlq"]
 

@@ -6,8 +6,8 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from broker.dlq.letters import DeadLetter
-from topology.durations import parse_duration
+from warren.broker.dlq.letters import DeadLetter
+from warren.topology.durations import parse_duration
 
 __all__ = ["Selection", "parse_moment", "select", "type_matches"]
 

@@ -10,7 +10,7 @@ and watches it instead of starting a second one.
 The replay marker: RabbitMQ 3.10.8 refuses ``headers`` in ``dest-publish-properties`` ("Unrecognised
 terms"), so the shovel cannot set ``warren-replayed``. ``dest-add-forward-headers`` makes it add
 ``x-shovelled``, and the worker treats a shovelled message carrying ``warren-dead-reason`` as replayed
-(``consumers.delivery.is_replayed``).
+(``warren.consumers.delivery.is_replayed``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 from aio_pika.abc import AbstractConnection
 
-from broker.management import ManagementClient
-from broker.queue_probe import QueueProbe
-from topology import names
-from topology.errors import ReplayError, TopologyError
+from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueProbe
+from warren.topology import names
+from warren.topology.errors import ReplayError, TopologyError
 
 __all__ = ["POLL_INTERVAL", "ShovelReport", "replay_by_shovel", "shovel_definition", "shovel_name"]
 

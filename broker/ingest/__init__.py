@@ -6,8 +6,8 @@ types), ``accept`` (ids, checks, publishing and outcomes), ``link`` (the RabbitM
 (the document), ``app`` (routes and middlewares) and ``server`` (running until a signal).
 """
 
-from broker.ingest.app import create_app
-from broker.ingest.link import BrokerLink
-from broker.ingest.server import serve
+from warren.broker.ingest.app import create_app
+from warren.broker.ingest.link import BrokerLink
+from warren.broker.ingest.server import serve
 
 __all__ = ["BrokerLink", "create_app", "serve"]

@@ -15,9 +15,9 @@ from typing import Any
 import aiormq.exceptions
 import orjson
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from broker.events import Event, new_event_id
-from broker.ingest.errors import (
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.events import Event, new_event_id
+from warren.broker.ingest.errors import (
     BROKER_UNAVAILABLE,
     EVENT_TYPE_NOT_ALLOWED,
     INVALID,
@@ -26,10 +26,10 @@ from broker.ingest.errors import (
     ApiError,
     FieldProblem,
 )
-from broker.ingest.eventtypes import TypeFilter
-from broker.ingest.link import BrokerLink
-from broker.ingest.schemas import EVENT_ID_PATTERN, EventIn
-from topology.errors import BrokerUnavailable, EventError, PublishError, UnroutableError
+from warren.broker.ingest.eventtypes import TypeFilter
+from warren.broker.ingest.link import BrokerLink
+from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EventIn
+from warren.topology.errors import BrokerUnavailable, EventError, PublishError, UnroutableError
 
 __all__ = [
     "IDEMPOTENCY_HEADER",

@@ -14,7 +14,7 @@ import orjson
 from aiohttp import web
 from aiohttp.web_urldispatcher import _default_expect_handler  # sends "100 Continue"; aiohttp has no public name
 
-from broker.ingest.accept import (
+from warren.broker.ingest.accept import (
     IDEMPOTENCY_HEADER,
     Limits,
     batch_key_max_length,
@@ -24,15 +24,15 @@ from broker.ingest.accept import (
     publish_batch,
     publish_one,
 )
-from broker.ingest.auth import check_authorization, encode_tokens
-from broker.ingest.body import check_content_type, invalid, parse_body, too_large
-from broker.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
-from broker.ingest.eventtypes import TypeFilter
-from broker.ingest.link import BrokerLink
-from broker.ingest.openapi import openapi_document
-from broker.ingest.schemas import BatchIn, EventIn
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable
+from warren.broker.ingest.auth import check_authorization, encode_tokens
+from warren.broker.ingest.body import check_content_type, invalid, parse_body, too_large
+from warren.broker.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
+from warren.broker.ingest.eventtypes import TypeFilter
+from warren.broker.ingest.link import BrokerLink
+from warren.broker.ingest.openapi import openapi_document
+from warren.broker.ingest.schemas import BatchIn, EventIn
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable
 
 __all__ = ["LINK", "create_app"]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import SecretStr
 
-from broker.ingest.errors import UNAUTHORIZED, ApiError
+from warren.broker.ingest.errors import UNAUTHORIZED, ApiError
 
 __all__ = ["bearer_token", "check_authorization", "encode_tokens", "token_matches"]
 

@@ -8,7 +8,14 @@ from typing import TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from broker.ingest.errors import BAD_JSON, INVALID, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, ApiError, FieldProblem
+from warren.broker.ingest.errors import (
+    BAD_JSON,
+    INVALID,
+    PAYLOAD_TOO_LARGE,
+    UNSUPPORTED_MEDIA_TYPE,
+    ApiError,
+    FieldProblem,
+)
 
 __all__ = [
     "check_content_type",

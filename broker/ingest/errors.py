@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from topology.errors import WarrenError
+from warren.topology.errors import WarrenError
 
 __all__ = [
     "BAD_JSON",

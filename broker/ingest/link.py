@@ -14,11 +14,11 @@ import logging
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
-from broker.publisher import Publisher
-from topology import names
-from topology.config import BrokerSettings
-from topology.errors import BrokerUnavailable, WarrenError
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
+from warren.broker.publisher import Publisher
+from warren.topology import names
+from warren.topology.config import BrokerSettings
+from warren.topology.errors import BrokerUnavailable, WarrenError
 
 __all__ = ["BrokerLink"]
 

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-import broker.ingest.schemas as s
-from broker.ingest.accept import IDEMPOTENCY_HEADER, batch_key_max_length
+import warren.broker.ingest.schemas as s
+from warren.broker.ingest.accept import IDEMPOTENCY_HEADER, batch_key_max_length
 
 __all__ = ["openapi_document"]
 

@@ -1,6 +1,6 @@
 """What the ingest API takes and answers, as pydantic models; the OpenAPI document is generated from them.
 
-The patterns mirror ``broker.events`` (an ``Event`` re-checks them), so a body that passes here can always
+The patterns mirror ``warren.broker.events`` (an ``Event`` re-checks them), so a body that passes here can always
 be turned into an event: a test holds the two in step.
 """
 

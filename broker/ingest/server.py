@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from aiohttp.http_exceptions import BadHttpMessage
 
-from broker.ingest.app import create_app
-from broker.ingest.link import BrokerLink
-from broker.serving import serve_app
-from topology.config import WarrenConfig
+from warren.broker.ingest.app import create_app
+from warren.broker.ingest.link import BrokerLink
+from warren.broker.serving import serve_app
+from warren.topology.config import WarrenConfig
 
 __all__ = ["serve"]
 

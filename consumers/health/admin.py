@@ -16,16 +16,16 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS, redact_url
-from consumers.health import breaker
-from consumers.health.operator_events import DISABLED as DISABLED_EVENT
-from consumers.health.operator_events import ENABLED as ENABLED_EVENT
-from consumers.health.operator_events import event_data, event_for, publish_now
-from consumers.health.records import ACTIVE, ADMIN, CLOSED, DISABLED, PAUSED, EndpointView, StateRecord, summary
-from consumers.health.state_store import StateStore
-from topology import names
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable, WarrenError
+from warren.broker.connection import CONNECTION_EXCEPTIONS, redact_url
+from warren.consumers.health import breaker
+from warren.consumers.health.operator_events import DISABLED as DISABLED_EVENT
+from warren.consumers.health.operator_events import ENABLED as ENABLED_EVENT
+from warren.consumers.health.operator_events import event_data, event_for, publish_now
+from warren.consumers.health.records import ACTIVE, ADMIN, CLOSED, DISABLED, PAUSED, EndpointView, StateRecord, summary
+from warren.consumers.health.state_store import StateStore
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable, WarrenError
 
 __all__ = ["AdminError", "Change", "change_admin", "open_connection", "read_circuit_states", "read_views", "waiting"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from consumers.classify import Outcome, Verdict
-from consumers.health.records import CIRCUIT, CLOSED, HALF_OPEN, OPEN, EndpointView, StateRecord
-from consumers.http_attempt import AttemptResult
-from topology.config import CircuitSettings
+from warren.consumers.classify import Outcome, Verdict
+from warren.consumers.health.records import CIRCUIT, CLOSED, HALF_OPEN, OPEN, EndpointView, StateRecord
+from warren.consumers.http_attempt import AttemptResult
+from warren.topology.config import CircuitSettings
 
 __all__ = [
     "FailureCounter",

@@ -33,12 +33,12 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractConnection
 
-from consumers.classify import Verdict
-from consumers.endpoint_runner import EndpointRunner
-from consumers.health import breaker
-from consumers.health.fleet import ExclusiveLocks, Roster
-from consumers.health.guard import EndpointGuard
-from consumers.health.operator_events import (
+from warren.consumers.classify import Verdict
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.health import breaker
+from warren.consumers.health.fleet import ExclusiveLocks, Roster
+from warren.consumers.health.guard import EndpointGuard
+from warren.consumers.health.operator_events import (
     EXHAUSTED,
     PUBLISH_FAILURES,
     OperatorEvents,
@@ -46,13 +46,13 @@ from consumers.health.operator_events import (
     event_for,
     iso,
 )
-from consumers.health.records import ACTIVE, HALF_OPEN, OPEN, StateRecord, standing
-from consumers.health.state_store import StateStore
-from consumers.hooks import AttemptRecord, DeliveryHooks
-from consumers.http_attempt import AttemptResult
-from topology import names
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable, TopologyError
+from warren.consumers.health.records import ACTIVE, HALF_OPEN, OPEN, StateRecord, standing
+from warren.consumers.health.state_store import StateStore
+from warren.consumers.hooks import AttemptRecord, DeliveryHooks
+from warren.consumers.http_attempt import AttemptResult
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable, TopologyError
 
 __all__ = ["HealthControl"]
 

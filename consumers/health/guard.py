@@ -12,10 +12,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from consumers.classify import Verdict, parse_retry_after
-from consumers.health import breaker
-from consumers.health.limits import Ramp, TokenBucket, in_flight_share, rate_share
-from consumers.health.records import (
+from warren.consumers.classify import Verdict, parse_retry_after
+from warren.consumers.health import breaker
+from warren.consumers.health.limits import Ramp, TokenBucket, in_flight_share, rate_share
+from warren.consumers.health.records import (
     ACTIVE,
     ADMIN,
     CIRCUIT,
@@ -29,9 +29,9 @@ from consumers.health.records import (
     StateRecord,
     standing,
 )
-from consumers.hooks import EndpointBlocked
-from consumers.http_attempt import AttemptResult
-from topology.config import Endpoint
+from warren.consumers.hooks import EndpointBlocked
+from warren.consumers.http_attempt import AttemptResult
+from warren.topology.config import Endpoint
 
 __all__ = ["EndpointGuard"]
 

@@ -18,11 +18,11 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from broker.events import Event, encode_event
-from consumers.health.records import ACTIVE, ADMIN, CIRCUIT, CLOSED, OPEN, EndpointView, StateRecord
-from consumers.health.records import DISABLED as DISABLED_STATE
-from topology import names
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.events import Event, encode_event
+from warren.consumers.health.records import ACTIVE, ADMIN, CIRCUIT, CLOSED, OPEN, EndpointView, StateRecord
+from warren.consumers.health.records import DISABLED as DISABLED_STATE
+from warren.topology import names
 
 __all__ = [
     "CIRCUIT_CLOSED",

@@ -24,9 +24,9 @@ import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
-from consumers.health.records import StateRecord
-from topology import names
-from topology.errors import BrokerUnavailable, TopologyError
+from warren.consumers.health.records import StateRecord
+from warren.topology import names
+from warren.topology.errors import BrokerUnavailable, TopologyError
 
 __all__ = ["MARKER_HEADER", "StateStore"]
 

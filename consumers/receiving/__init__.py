@@ -13,16 +13,16 @@ The pieces, each usable on its own:
 
 from __future__ import annotations
 
-from consumers.receiving.errors import HandlerError, IdentityError, NonRetryable, StoreError, VerificationError
-from consumers.receiving.idempotency import DEFAULT_RETENTION, IdempotentConsumer, Outcome
-from consumers.receiving.identity import Identity, identify
-from consumers.receiving.inbox import Inbox
-from consumers.receiving.messages import InboundEvent
-from consumers.receiving.middleware import verification_middleware, verified_handler
-from consumers.receiving.receiver import build_receiver_app
-from consumers.receiving.signatures import verify_standard_webhook
-from consumers.receiving.stores import Store, Transaction, open_store
-from consumers.receiving.verifiers import (
+from warren.consumers.receiving.errors import HandlerError, IdentityError, NonRetryable, StoreError, VerificationError
+from warren.consumers.receiving.idempotency import DEFAULT_RETENTION, IdempotentConsumer, Outcome
+from warren.consumers.receiving.identity import Identity, identify
+from warren.consumers.receiving.inbox import Inbox
+from warren.consumers.receiving.messages import InboundEvent
+from warren.consumers.receiving.middleware import verification_middleware, verified_handler
+from warren.consumers.receiving.receiver import build_receiver_app
+from warren.consumers.receiving.signatures import verify_standard_webhook
+from warren.consumers.receiving.stores import Store, Transaction, open_store
+from warren.consumers.receiving.verifiers import (
     HmacSha256Verifier,
     NoVerifier,
     StandardWebhooksVerifier,

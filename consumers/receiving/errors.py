@@ -1,4 +1,4 @@
-"""Errors of the receiving toolkit, under Warren's one root (``topology.errors.WarrenError``).
+"""Errors of the receiving toolkit, under Warren's one root (``warren.topology.errors.WarrenError``).
 
 WarrenError
 ├── VerificationError     an inbound request failed its source's check (answered 401); ``reason`` is a code
@@ -10,7 +10,7 @@ WarrenError
 
 from __future__ import annotations
 
-from topology.errors import WarrenError
+from warren.topology.errors import WarrenError
 
 __all__ = ["HandlerError", "IdentityError", "NonRetryable", "StoreError", "VerificationError"]
 

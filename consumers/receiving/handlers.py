@@ -11,9 +11,9 @@ import importlib
 from collections.abc import Awaitable, Callable
 from typing import cast
 
-from consumers.receiving.errors import HandlerError
-from consumers.receiving.messages import InboundEvent
-from consumers.receiving.stores.base import Transaction
+from warren.consumers.receiving.errors import HandlerError
+from warren.consumers.receiving.messages import InboundEvent
+from warren.consumers.receiving.stores.base import Transaction
 
 __all__ = ["Handler", "load_handler"]
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 
-from consumers.receiving.stores.base import Store, Transaction
+from warren.consumers.receiving.stores.base import Store, Transaction
 
 __all__ = ["DEFAULT_RETENTION", "Effect", "IdempotentConsumer", "Outcome"]
 

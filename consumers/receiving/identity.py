@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from consumers.receiving.errors import IdentityError
-from consumers.receiving.headers import header
-from topology.config import InboundSource
+from warren.consumers.receiving.errors import IdentityError
+from warren.consumers.receiving.headers import header
+from warren.topology.config import InboundSource
 
 __all__ = ["MAX_ID_BYTES", "SOURCE_WIDE_KEY", "Identity", "field_at", "identify"]
 

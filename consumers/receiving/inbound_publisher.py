@@ -8,8 +8,8 @@ import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from broker.connection import CONNECTION_EXCEPTIONS
-from topology.errors import PublishError, UnroutableError
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.topology.errors import PublishError, UnroutableError
 
 __all__ = ["InboundPublisher"]
 

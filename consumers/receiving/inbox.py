@@ -23,19 +23,19 @@ import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
-from broker import wire
-from broker.connection import CONNECTION_EXCEPTIONS, connect
-from consumers.receiving.errors import NonRetryable
-from consumers.receiving.handlers import Handler, load_handler
-from consumers.receiving.idempotency import IdempotentConsumer, Outcome
-from consumers.receiving.messages import InboundEvent, decode_inbound
-from consumers.receiving.retrying import dead_letter_route, failure_step, retry_route
-from consumers.receiving.stores.base import Store, Transaction
-from topology import names
-from topology.backoff import RetryIn
-from topology.config import ConfigError, InboundSource, WarrenConfig
-from topology.errors import PublishError, TopologyError
-from topology.planner import plan_topology
+from warren.broker import wire
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect
+from warren.consumers.receiving.errors import NonRetryable
+from warren.consumers.receiving.handlers import Handler, load_handler
+from warren.consumers.receiving.idempotency import IdempotentConsumer, Outcome
+from warren.consumers.receiving.messages import InboundEvent, decode_inbound
+from warren.consumers.receiving.retrying import dead_letter_route, failure_step, retry_route
+from warren.consumers.receiving.stores.base import Store, Transaction
+from warren.topology import names
+from warren.topology.backoff import RetryIn
+from warren.topology.config import ConfigError, InboundSource, WarrenConfig
+from warren.topology.errors import PublishError, TopologyError
+from warren.topology.planner import plan_topology
 
 __all__ = ["Inbox"]
 

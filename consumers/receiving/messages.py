@@ -19,8 +19,8 @@ import orjson
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 
-from broker import wire
-from consumers.receiving.identity import Identity
+from warren.broker import wire
+from warren.consumers.receiving.identity import Identity
 
 __all__ = ["InboundEvent", "decode_inbound", "encode_inbound", "kept_headers"]
 

@@ -18,8 +18,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.verifiers import Verifier
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.verifiers import Verifier
 
 __all__ = ["DEFAULT_MAX_BODY", "error_response", "read_body", "verification_middleware", "verified_handler"]
 

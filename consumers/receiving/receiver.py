@@ -24,16 +24,16 @@ from aio_pika.abc import AbstractConnection
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from broker.connection import connect
-from consumers.receiving.errors import IdentityError
-from consumers.receiving.identity import identify
-from consumers.receiving.inbound_publisher import InboundPublisher
-from consumers.receiving.messages import encode_inbound, kept_headers
-from consumers.receiving.middleware import error_response, verified_handler
-from consumers.receiving.verifiers import Verifier, verifier_for
-from topology import names
-from topology.config import InboundSource, WarrenConfig
-from topology.errors import BrokerUnavailable, PublishError, UnroutableError
+from warren.broker.connection import connect
+from warren.consumers.receiving.errors import IdentityError
+from warren.consumers.receiving.identity import identify
+from warren.consumers.receiving.inbound_publisher import InboundPublisher
+from warren.consumers.receiving.messages import encode_inbound, kept_headers
+from warren.consumers.receiving.middleware import error_response, verified_handler
+from warren.consumers.receiving.verifiers import Verifier, verifier_for
+from warren.topology import names
+from warren.topology.config import InboundSource, WarrenConfig
+from warren.topology.errors import BrokerUnavailable, PublishError, UnroutableError
 
 __all__ = ["CONNECTION", "PUBLISHER", "build_receiver_app"]
 

@@ -1,6 +1,6 @@
 """What happens to an inbound event whose handler failed: the same policy as outgoing deliveries. Pure.
 
-A failure is retried through the broker's delay chain with the backoff of ``topology.backoff`` (the
+A failure is retried through the broker's delay chain with the backoff of ``warren.topology.backoff`` (the
 source's ``retry`` override over the global ``[retry]``), until the attempts or the age run out; then the
 event goes to the source's DLQ. A handler raising ``NonRetryable`` skips the retries.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import random
 
-from consumers.receiving.errors import NonRetryable
-from topology import names
-from topology.backoff import Exhausted, RetryIn, next_step
-from topology.config import RetryPolicy
-from topology.delays import delay_routing_key
+from warren.consumers.receiving.errors import NonRetryable
+from warren.topology import names
+from warren.topology.backoff import Exhausted, RetryIn, next_step
+from warren.topology.config import RetryPolicy
+from warren.topology.delays import delay_routing_key
 
 __all__ = ["dead_letter_route", "failure_step", "retry_route"]
 

@@ -6,11 +6,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker.serving import serve_app, stop_on_signals
-from consumers.receiving.inbox import Inbox
-from consumers.receiving.receiver import build_receiver_app
-from consumers.receiving.stores import open_store
-from topology.config import WarrenConfig
+from warren.broker.serving import serve_app, stop_on_signals
+from warren.consumers.receiving.inbox import Inbox
+from warren.consumers.receiving.receiver import build_receiver_app
+from warren.consumers.receiving.stores import open_store
+from warren.topology.config import WarrenConfig
 
 __all__ = ["run_inbox", "serve_receiver"]
 

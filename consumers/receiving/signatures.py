@@ -23,10 +23,10 @@ import hmac
 import time
 from collections.abc import Iterable, Mapping
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.headers import header
-from consumers.signing import SIGNATURE_VERSION, signed_content
-from topology.secrets import WebhookSecret
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.headers import header
+from warren.consumers.signing import SIGNATURE_VERSION, signed_content
+from warren.topology.secrets import WebhookSecret
 
 __all__ = [
     "DEFAULT_TOLERANCE",

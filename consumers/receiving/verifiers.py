@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.headers import header
-from consumers.receiving.signatures import DEFAULT_TOLERANCE, verify_standard_webhook
-from topology.config import InboundSource
-from topology.secrets import SigningSecrets
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.headers import header
+from warren.consumers.receiving.signatures import DEFAULT_TOLERANCE, verify_standard_webhook
+from warren.topology.config import InboundSource
+from warren.topology.secrets import SigningSecrets
 
 __all__ = [
     "HmacSha256Verifier",

@@ -8,13 +8,13 @@ from typing import Any
 import aio_pika
 import pytest
 
-from broker.applier import SetupFailed, apply_setup, check_plugins
-from broker.management import ManagementClient
 from tests.support.setup_helpers import prefix_state
-from topology import names
-from topology.config import WarrenConfig
-from topology.errors import TopologyError
-from topology.planner import plan_topology
+from warren.broker.applier import SetupFailed, apply_setup, check_plugins
+from warren.broker.management import ManagementClient
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import TopologyError
+from warren.topology.planner import plan_topology
 
 pytestmark = pytest.mark.broker
 

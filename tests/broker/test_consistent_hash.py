@@ -8,13 +8,13 @@ from collections.abc import Callable
 import aio_pika
 import pytest
 
-from broker.applier import apply_setup
-from broker.events import Event
-from broker.publisher import Publisher
 from tests.support.setup_helpers import Collector
-from topology import names
-from topology.config import WarrenConfig
-from topology.planner import HASH_HEADER
+from warren.broker.applier import apply_setup
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.planner import HASH_HEADER
 
 pytestmark = pytest.mark.broker
 

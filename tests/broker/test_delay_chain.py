@@ -9,12 +9,12 @@ from collections.abc import Callable
 import aio_pika
 import pytest
 
-from broker.applier import apply_setup
 from tests.support.setup_helpers import Collector
-from topology import names
-from topology.config import WarrenConfig
-from topology.delays import delay_routing_key
-from topology.planner import plan_topology
+from warren.broker.applier import apply_setup
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.delays import delay_routing_key
+from warren.topology.planner import plan_topology
 
 pytestmark = pytest.mark.broker
 

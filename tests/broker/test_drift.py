@@ -6,11 +6,19 @@ from typing import Any
 
 import pytest
 
-from broker.applier import plugin_problems
-from broker.drift import ABSENT, Difference, compare, compare_bindings, compare_exchange, compare_queue, find_leftovers
-from topology.config import WarrenConfig
-from topology.plan import Binding, Exchange, Queue
-from topology.planner import plan_topology
+from warren.broker.applier import plugin_problems
+from warren.broker.drift import (
+    ABSENT,
+    Difference,
+    compare,
+    compare_bindings,
+    compare_exchange,
+    compare_queue,
+    find_leftovers,
+)
+from warren.topology.config import WarrenConfig
+from warren.topology.plan import Binding, Exchange, Queue
+from warren.topology.planner import plan_topology
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

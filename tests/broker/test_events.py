@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from broker import wire
-from broker.event_lines import BadLine, read_event_lines
-from broker.events import Event, encode_event
-from topology.errors import EventError
+from warren.broker import wire
+from warren.broker.event_lines import BadLine, read_event_lines
+from warren.broker.events import Event, encode_event
+from warren.topology.errors import EventError
 
 
 def test_envelope_is_the_standard_webhooks_payload() -> None:

@@ -13,19 +13,19 @@ from typing import Any
 import aio_pika
 import pytest
 
-from broker.events import Event
-from broker.management import ManagementClient
-from broker.status import collect_status, rate_of
-from consumers.health.admin import read_circuit_states
-from consumers.worker import Worker
 from tests.consumers.conftest import endpoint_config, publish, receiver
 from tests.support.dead_letters import seed_dead_letters, wait_depth
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver, Reply
-from topology import names
-from topology.config import WarrenConfig
-from topology.delays import delay_routing_key
-from topology.planner import plan_topology
+from warren.broker.events import Event
+from warren.broker.management import ManagementClient
+from warren.broker.status import collect_status, rate_of
+from warren.consumers.health.admin import read_circuit_states
+from warren.consumers.worker import Worker
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.delays import delay_routing_key
+from warren.topology.planner import plan_topology
 
 __all__ = ["endpoint_config", "publish", "receiver"]
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 import aio_pika
 import pytest
 
-from broker.applier import apply_setup
-from broker.events import Event
-from broker.publisher import Publisher
-from topology.config import WarrenConfig
-from topology.errors import UnroutableError
+from warren.broker.applier import apply_setup
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import UnroutableError
 
 pytestmark = pytest.mark.broker
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from broker.connection import connect
-from broker.events import Event
-from broker.publisher import Publisher
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from topology.config import WarrenConfig
+from warren.broker.connection import connect
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
+from warren.topology.config import WarrenConfig
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import orjson
 import pytest
 from standardwebhooks import Webhook
 
-from broker import wire
-from broker.events import Event
-from consumers.worker import Worker
 from tests.conftest import TEST_SECRET
 from tests.support.receiver import Receiver, Reply, always
-from topology import names
+from warren.broker import wire
+from warren.broker.events import Event
+from warren.consumers.worker import Worker
+from warren.topology import names
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,14 +9,14 @@ import time
 import pytest
 from aiohttp import web
 
-from broker import wire
-from broker.events import Event
-from consumers.egress import forbidden_reason
-from consumers.http_attempt import HttpSender, new_session
-from consumers.worker import Worker
 from tests.consumers.test_delivery import dlq_messages
 from tests.support.receiver import Receiver, always
 from tests.support.topology import declare
+from warren.broker import wire
+from warren.broker.events import Event
+from warren.consumers.egress import forbidden_reason
+from warren.consumers.http_attempt import HttpSender, new_session
+from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,7 +92,7 @@ async def test_the_response_body_is_read_up_to_the_limit() -> None:
 async def test_an_oversized_message_is_dead_lettered_at_delivery(endpoint_config, receiver: Receiver) -> None:
     import aio_pika
 
-    from topology import names
+    from warren.topology import names
 
     # Given a message larger than delivery.max_payload put on the events exchange by someone else than Warren
     config = await endpoint_config([{"name": "small"}], delivery={"max_payload": 2048})
@@ -110,9 +110,9 @@ async def test_an_oversized_message_is_dead_lettered_at_delivery(endpoint_config
 
 
 async def test_publishing_over_max_payload_is_refused_with_a_clear_error(endpoint_config) -> None:
-    from broker.connection import connect
-    from broker.publisher import Publisher
-    from topology.errors import EventError
+    from warren.broker.connection import connect
+    from warren.broker.publisher import Publisher
+    from warren.topology.errors import EventError
 
     config = await endpoint_config([{"name": "small"}], delivery={"max_payload": 2048})
     connection = await connect(config.broker.url)

@@ -15,10 +15,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from broker.events import Event
-from consumers.worker import Worker
 from tests.support.processes import WorkerProcess, write_config
 from tests.support.receiver import Receiver, Reply, always
+from warren.broker.events import Event
+from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -8,13 +8,13 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.events import Event
-from consumers.metrics import WorkerMetrics
-from consumers.metrics_server import MetricsServer
-from consumers.worker import Worker
 from tests.support.dead_letters import wait_depth
 from tests.support.receiver import Receiver, Reply
-from topology import names
+from warren.broker.events import Event
+from warren.consumers.metrics import WorkerMetrics
+from warren.consumers.metrics_server import MetricsServer
+from warren.consumers.worker import Worker
+from warren.topology import names
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

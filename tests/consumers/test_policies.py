@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from broker import wire
-from consumers.classify import Outcome, classify, parse_retry_after
-from consumers.delivery import MalformedMessage, dead_headers, parse_delivery, retry_headers
-from consumers.egress import ForbiddenAddress, check_url_literal, forbidden_reason
+from warren.broker import wire
+from warren.consumers.classify import Outcome, classify, parse_retry_after
+from warren.consumers.delivery import MalformedMessage, dead_headers, parse_delivery, retry_headers
+from warren.consumers.egress import ForbiddenAddress, check_url_literal, forbidden_reason
 
 BODY = orjson.dumps({"id": "e1", "type": "a.b", "timestamp": "2026-01-01T00:00:00Z", "data": {}})
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from broker import wire
-from consumers.delivery import dead_headers, is_replayed, parse_delivery, retry_headers
+from warren.broker import wire
+from warren.consumers.delivery import dead_headers, is_replayed, parse_delivery, retry_headers
 
 BODY = orjson.dumps({"id": "evt_1", "type": "a.b", "timestamp": "2024-01-01T00:00:00Z", "data": {}})
 DEAD = {

@@ -6,8 +6,8 @@ import base64
 import hashlib
 import hmac
 
-from consumers.signing import sign, signature_header, signed_content
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.signing import sign, signature_header, signed_content
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 SECRET = WebhookSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 OTHER = WebhookSecret("whsec_" + base64.b64encode(b"another-secret-of-32-bytes-long!").decode())

@@ -10,10 +10,10 @@ import asyncio
 import os
 import sys
 
-from consumers.receiving.idempotency import IdempotentConsumer
-from consumers.receiving.stores import open_store
-from consumers.receiving.stores.base import Transaction
 from tests.support.effects import effects_table
+from warren.consumers.receiving.idempotency import IdempotentConsumer
+from warren.consumers.receiving.stores import open_store
+from warren.consumers.receiving.stores.base import Transaction
 
 CRASH_STATUS = 17
 

@@ -11,10 +11,10 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
-from broker.events import Event, encode_event
-from consumers.delivery import dead_headers, parse_delivery
-from topology import names
-from topology.config import WarrenConfig
+from warren.broker.events import Event, encode_event
+from warren.consumers.delivery import dead_headers, parse_delivery
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 
 async def seed_dead_letters(
@@ -84,7 +84,7 @@ async def drain(config: WarrenConfig, queue: str, *, quiet: float = 0.5) -> list
 
 async def peek_ids(config: WarrenConfig, queue: str) -> list[str]:
     """The message ids in a queue, head first, read without removing any (consume unacked, then close)."""
-    from broker.dlq.browse import browse
+    from warren.broker.dlq.browse import browse
 
     connection = await aio_pika.connect(config.broker.url)
     try:

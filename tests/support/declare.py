@@ -10,7 +10,7 @@ from typing import Any
 from aio_pika import ExchangeType
 from aio_pika.abc import AbstractConnection
 
-from topology.plan import Plan
+from warren.topology.plan import Plan
 
 __all__ = ["declare_plan"]
 

@@ -13,8 +13,8 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractIncomingMessage
 
-from topology import names
-from topology.config import WarrenConfig
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float, what: str = "condition") -> float:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from consumers.receiving.errors import NonRetryable
-from consumers.receiving.messages import InboundEvent
-from consumers.receiving.stores.base import Transaction
+from warren.consumers.receiving.errors import NonRetryable
+from warren.consumers.receiving.messages import InboundEvent
+from warren.consumers.receiving.stores.base import Transaction
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import tomli_w
 
-from topology.config import WarrenConfig
+from warren.topology.config import WarrenConfig
 
 
 def write_config(directory: Path, config: WarrenConfig, name: str = "warren.toml") -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
-from broker.management import ManagementClient
+from warren.broker.management import ManagementClient
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from topology.backoff import Exhausted, RetryIn, backoff_bound, draw_delay, next_step
-from topology.config import RetryPolicy
+from warren.topology.backoff import Exhausted, RetryIn, backoff_bound, draw_delay, next_step
+from warren.topology.config import RetryPolicy
 
 
 def policy(**fields: Any) -> RetryPolicy:

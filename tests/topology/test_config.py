@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from topology.config import ConfigError, WarrenConfig, load_config
+from warren.topology.config import ConfigError, WarrenConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "warren.toml"

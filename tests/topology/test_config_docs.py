@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from topology.config import WarrenConfig
+from warren.topology.config import WarrenConfig
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

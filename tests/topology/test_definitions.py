@@ -10,10 +10,10 @@ from urllib.parse import quote
 
 import pytest
 
-from broker.management import ManagementClient
-from topology.config import WarrenConfig
-from topology.definitions import definitions
-from topology.planner import plan_topology
+from warren.broker.management import ManagementClient
+from warren.topology.config import WarrenConfig
+from warren.topology.definitions import definitions
+from warren.topology.planner import plan_topology
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 ENDPOINTS: list[dict[str, Any]] = [

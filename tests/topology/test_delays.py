@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.delays import delay_routing_key, level_count, levels_for_delay, quantise_ms
+from warren.topology.delays import delay_routing_key, level_count, levels_for_delay, quantise_ms
 
 
 @pytest.mark.parametrize(

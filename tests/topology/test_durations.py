@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from topology.durations import format_duration, parse_duration
+from warren.topology.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

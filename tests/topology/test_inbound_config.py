@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from topology.config import ConfigError, InboundSource, InboxSettings, WarrenConfig, load_config
+from warren.topology.config import ConfigError, InboundSource, InboxSettings, WarrenConfig, load_config
 
 WH_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

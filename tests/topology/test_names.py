@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from topology import names
+from warren.topology import names
 
 PREFIX = "warren"
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from topology import names
-from topology.config import WarrenConfig
-from topology.delays import level_count
-from topology.plan import Plan
-from topology.planner import HASH_HEADER, plan_topology
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.delays import level_count
+from warren.topology.plan import Plan
+from warren.topology.planner import HASH_HEADER, plan_topology
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 P = "warren"
@@ -92,7 +92,7 @@ def test_an_ordered_endpoint_hashes_a_header_onto_n_single_active_consumer_parti
 
 
 def test_the_hash_header_is_the_key_header_the_publisher_sets() -> None:
-    from broker.wire import H_KEY
+    from warren.broker.wire import H_KEY
 
     assert HASH_HEADER == H_KEY
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topology import names
-from topology.config import WarrenConfig
-from topology.planner import plan_topology
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.planner import plan_topology
 
 
 def config(**retry: object) -> WarrenConfig:

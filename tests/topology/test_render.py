@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from rich.tree import Tree
 
-from topology.config import WarrenConfig
-from topology.plan import Exchange, Plan, Queue
-from topology.planner import plan_topology
-from topology.render import human_ms, plan_tree, render_text, summarise_arguments
+from warren.topology.config import WarrenConfig
+from warren.topology.plan import Exchange, Plan, Queue
+from warren.topology.planner import plan_topology
+from warren.topology.render import human_ms, plan_tree, render_text, summarise_arguments
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

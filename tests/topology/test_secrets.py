@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+from warren.topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

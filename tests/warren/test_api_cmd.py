@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.processes import write_config
 from tests.support.topology import declare
-from topology.config import WarrenConfig
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.broker
 

@@ -17,12 +17,12 @@ from urllib.parse import quote
 import aio_pika
 import pytest
 
-from broker.events import Event
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth
 from tests.support.processes import write_config
 from tests.support.topology import declare
-from topology import names
-from topology.config import WarrenConfig
+from warren.broker.events import Event
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

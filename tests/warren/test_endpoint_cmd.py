@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from broker.connection import connect
-from broker.events import Event
-from broker.publisher import Publisher
-from consumers.worker import Worker
 from tests.support.cli import warren
 from tests.support.health import wait_until
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from topology.config import WarrenConfig
+from warren.broker.connection import connect
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
+from warren.consumers.worker import Worker
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,13 +16,13 @@ import aio_pika
 import aiohttp
 import pytest
 
-from consumers.receiving.stores.sqlite import SqliteStore
-from consumers.signing import signature_header
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table
-from topology.config import WarrenConfig
-from topology.planner import plan_topology
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.receiving.stores.sqlite import SqliteStore
+from warren.consumers.signing import signature_header
+from warren.topology.config import WarrenConfig
+from warren.topology.planner import plan_topology
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -11,7 +11,7 @@ import pytest
 from tests.support.cli import warren
 from tests.support.processes import write_config
 from tests.support.topology import declare
-from topology import names
+from warren.topology import names
 
 pytestmark = pytest.mark.timeout(60)
 

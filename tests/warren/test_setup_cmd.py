@@ -7,14 +7,14 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from broker.management import ManagementClient
 from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
 from tests.support.rabbit import RabbitServer
 from tests.support.setup_helpers import prefix_state
-from topology import names
-from topology.config import load_config
-from topology.planner import plan_topology
+from warren.broker.management import ManagementClient
+from warren.topology import names
+from warren.topology.config import load_config
+from warren.topology.planner import plan_topology
 
 pytestmark = pytest.mark.broker
 

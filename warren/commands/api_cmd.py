@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from broker.ingest.server import serve
+from warren.broker.ingest.server import serve
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
 
 

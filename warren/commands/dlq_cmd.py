@@ -11,8 +11,8 @@ import typer
 from aio_pika.abc import AbstractConnection
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from broker.connection import CONNECTION_EXCEPTIONS, connect_once
-from broker.dlq import (
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
+from warren.broker.dlq import (
     MAX_SCAN,
     DeadLetter,
     Selection,
@@ -24,15 +24,15 @@ from broker.dlq import (
     replay_by_shovel,
     select,
 )
-from broker.dlq.shovel import shovel_name
-from broker.management import ManagementClient
-from broker.queue_probe import QueueProbe
-from topology import names
-from topology.config import WarrenConfig
-from topology.durations import parse_duration
-from topology.errors import BrokerUnavailable, ManagementError, TopologyError
+from warren.broker.dlq.shovel import shovel_name
+from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueProbe
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.durations import parse_duration
+from warren.topology.errors import BrokerUnavailable, ManagementError, TopologyError
 
 __all__ = ["register"]
 

@@ -13,7 +13,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from broker.dlq.letters import DeadLetter, format_ms, json_safe
+from warren.broker.dlq.letters import DeadLetter, format_ms, json_safe
 
 __all__ = ["letter_detail", "letters_table", "moves_table", "type_counts"]
 

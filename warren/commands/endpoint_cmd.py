@@ -14,11 +14,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from consumers.health.admin import change_admin, open_connection, read_views, waiting
-from consumers.health.operator_events import iso
-from consumers.health.records import CLOSED, EndpointView, StateRecord, summary
-from topology.config import WarrenConfig
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
+from warren.consumers.health.operator_events import iso
+from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
+from warren.topology.config import WarrenConfig
 
 __all__ = ["register"]
 

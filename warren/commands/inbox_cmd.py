@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from consumers.receiving.errors import HandlerError
-from consumers.receiving.handlers import load_handler
-from consumers.receiving.running import run_inbox, serve_receiver
-from topology.config import WarrenConfig
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.consumers.receiving.errors import HandlerError
+from warren.consumers.receiving.handlers import load_handler
+from warren.consumers.receiving.running import run_inbox, serve_receiver
+from warren.topology.config import WarrenConfig
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

@@ -11,13 +11,13 @@ import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from broker.connection import connect
-from broker.event_lines import BadLine, event_from_fields, read_event_lines
-from broker.events import Event
-from broker.publisher import Publisher
-from topology.config import WarrenConfig
-from topology.errors import EventError, PublishError
+from warren.broker.connection import connect
+from warren.broker.event_lines import BadLine, event_from_fields, read_event_lines
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import EventError, PublishError
 
 
 async def _publish_one(config: WarrenConfig, event: Event) -> None:

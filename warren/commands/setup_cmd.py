@@ -8,10 +8,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from broker.applier import SetupFailed, SetupReport, apply_setup, counts
-from broker.prune import LeftoverOutcome
-from topology.config import WarrenConfig
+from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
+from warren.broker.prune import LeftoverOutcome
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.topology.config import WarrenConfig
 
 __all__ = ["register", "render_report"]
 

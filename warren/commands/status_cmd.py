@@ -15,15 +15,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from broker.connection import CONNECTION_EXCEPTIONS, connect_once
-from broker.dlq.letters import format_ms
-from broker.management import ManagementClient
-from broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
-from consumers.health.admin import read_circuit_states
-from topology.config import WarrenConfig
-from topology.durations import parse_duration
-from topology.errors import BrokerUnavailable, WarrenError
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
+from warren.broker.dlq.letters import format_ms
+from warren.broker.management import ManagementClient
+from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.consumers.health.admin import read_circuit_states
+from warren.topology.config import WarrenConfig
+from warren.topology.durations import parse_duration
+from warren.topology.errors import BrokerUnavailable, WarrenError
 
 __all__ = ["register", "render_status"]
 

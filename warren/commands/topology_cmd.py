@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from topology.definitions import definitions
-from topology.planner import plan_topology
-from topology.render import plan_tree, render_text
 from warren.common import ConfigOption, console, err_console, fail, load
+from warren.topology.definitions import definitions
+from warren.topology.planner import plan_topology
+from warren.topology.render import plan_tree, render_text
 
 __all__ = ["register"]
 

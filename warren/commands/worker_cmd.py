@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from consumers.attempt_log import configure_logging
-from consumers.worker import Worker
-from topology.errors import WarrenError
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
+from warren.consumers.attempt_log import configure_logging
+from warren.consumers.worker import Worker
+from warren.topology.errors import WarrenError
 
 
 def worker(

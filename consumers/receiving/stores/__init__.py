@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from consumers.receiving.errors import StoreError
-from consumers.receiving.stores.base import Store, StoreTransaction, Transaction
+from warren.consumers.receiving.errors import StoreError
+from warren.consumers.receiving.stores.base import Store, StoreTransaction, Transaction
 
 __all__ = ["Store", "StoreTransaction", "Transaction", "open_store"]
 
@@ -17,12 +17,12 @@ def open_store(url: str, *, postgres_schema: str = "public", pool_size: int = 10
     """
     scheme = urlsplit(url).scheme
     if scheme == "sqlite":
-        from consumers.receiving.stores.sqlite import SqliteStore
+        from warren.consumers.receiving.stores.sqlite import SqliteStore
 
         return SqliteStore.from_url(url)
     if scheme in ("postgresql", "postgres"):
         try:
-            from consumers.receiving.stores.postgres import PostgresStore
+            from warren.consumers.receiving.stores.postgres import PostgresStore
         except ImportError as exc:
             raise StoreError("a postgresql:// store needs asyncpg: pip install 'warren[postgres]'") from exc
         return PostgresStore(url, schema=postgres_schema, max_size=pool_size)

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from consumers.receiving.errors import StoreError
-from consumers.receiving.stores.base import SEEN_TABLE, SEQUENCES_TABLE
+from warren.consumers.receiving.errors import StoreError
+from warren.consumers.receiving.stores.base import SEEN_TABLE, SEQUENCES_TABLE
 
 __all__ = ["SqliteStore", "SqliteTransaction", "sqlite_path"]
 

@@ -8,11 +8,11 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from broker import wire
-from broker.dlq.letters import dead_letter_from, format_ms, json_safe
-from broker.dlq.move import replay_headers
-from broker.dlq.selection import Selection, parse_moment, select, type_matches
-from broker.dlq.shovel import shovel_definition, shovel_name
+from warren.broker import wire
+from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
+from warren.broker.dlq.move import replay_headers
+from warren.broker.dlq.selection import Selection, parse_moment, select, type_matches
+from warren.broker.dlq.shovel import shovel_definition, shovel_name
 
 HEADERS = {
     wire.H_KEY: "acct-1",

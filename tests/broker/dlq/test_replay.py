@@ -9,15 +9,15 @@ from typing import Any
 import aio_pika
 import pytest
 
-from broker import wire
-from broker.dlq import Selection, browse, move_selected, purge_dlq, replay_by_shovel, select
-from broker.dlq.shovel import shovel_name
-from broker.events import Event
-from consumers.worker import Worker
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth
 from tests.support.receiver import Receiver, Reply, always
-from topology import names
-from topology.config import WarrenConfig
+from warren.broker import wire
+from warren.broker.dlq import Selection, browse, move_selected, purge_dlq, replay_by_shovel, select
+from warren.broker.dlq.shovel import shovel_name
+from warren.broker.events import Event
+from warren.consumers.worker import Worker
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

@@ -14,10 +14,10 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from aiohttp import web
 
-from broker.ingest.app import LINK, create_app
 from tests.support.topology import declare
-from topology import names
-from topology.config import WarrenConfig
+from warren.broker.ingest.app import LINK, create_app
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 TOKEN = "test-token-0123456789abcdef"
 OTHER_TOKEN = "second-token-abcdef0123456789"

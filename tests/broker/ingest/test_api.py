@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from broker import wire
 from tests.broker.ingest.conftest import OTHER_TOKEN, ApiServer, work_queue
-from topology.config import WarrenConfig
+from warren.broker import wire
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.broker
 

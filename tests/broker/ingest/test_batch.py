@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 
-from broker.management import ManagementClient
 from tests.broker.ingest.conftest import ApiServer, work_queue
-from topology.config import WarrenConfig
+from warren.broker.management import ManagementClient
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.broker
 

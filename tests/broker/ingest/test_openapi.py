@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.ingest.openapi import openapi_document
 from tests.broker.ingest.conftest import TOKEN, ApiServer
-from topology.config import WarrenConfig
+from warren.broker.ingest.openapi import openapi_document
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.broker
 

@@ -8,8 +8,8 @@ import orjson
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from broker import events
-from broker.ingest.accept import (
+from warren.broker import events
+from warren.broker.ingest.accept import (
     BatchOutcome,
     Limits,
     batch_key_max_length,
@@ -17,11 +17,11 @@ from broker.ingest.accept import (
     check_idempotency_key,
     event_ids,
 )
-from broker.ingest.auth import bearer_token, check_authorization, encode_tokens, token_matches
-from broker.ingest.body import field_path
-from broker.ingest.errors import ApiError
-from broker.ingest.eventtypes import TypeFilter, topic_matches
-from broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
+from warren.broker.ingest.auth import bearer_token, check_authorization, encode_tokens, token_matches
+from warren.broker.ingest.body import field_path
+from warren.broker.ingest.errors import ApiError
+from warren.broker.ingest.eventtypes import TypeFilter, topic_matches
+from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
 
 TOKENS = encode_tokens([SecretStr("a" * 20), SecretStr("b" * 24)])
 

@@ -9,12 +9,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from broker.ingest.link import BrokerLink
-from broker.ingest.server import serve
 from tests.broker.ingest.conftest import TOKEN
 from tests.support.topology import declare
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable
+from warren.broker.ingest.link import BrokerLink
+from warren.broker.ingest.server import serve
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable
 
 pytestmark = pytest.mark.broker
 

@@ -10,11 +10,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from broker.ingest.app import LINK
 from tests.broker.ingest.conftest import ApiServer
 from tests.support.tcp_proxy import TcpProxy
-from topology.config import WarrenConfig
-from topology.errors import BrokerUnavailable
+from warren.broker.ingest.app import LINK
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import BrokerUnavailable
 
 pytestmark = pytest.mark.broker
 

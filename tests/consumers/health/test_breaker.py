@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.classify import Outcome, Verdict, classify
-from consumers.health import breaker
-from consumers.health.breaker import FailureCounter, cooldown_for, judge
-from consumers.health.records import CLOSED, HALF_OPEN, OPEN, EndpointView
-from consumers.http_attempt import AttemptResult
-from topology.config import CircuitSettings
+from warren.consumers.classify import Outcome, Verdict, classify
+from warren.consumers.health import breaker
+from warren.consumers.health.breaker import FailureCounter, cooldown_for, judge
+from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, EndpointView
+from warren.consumers.http_attempt import AttemptResult
+from warren.topology.config import CircuitSettings
 
 
 def settings(**overrides: object) -> CircuitSettings:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.events import Event
-from consumers.health.admin import change_admin, open_connection
-from consumers.health.records import DISABLED
-from consumers.worker import Worker
 from tests.support.health import dlq_count, message_count, operator_inbox, wait_until
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver, always
-from topology import names
+from warren.broker.events import Event
+from warren.consumers.health.admin import change_admin, open_connection
+from warren.consumers.health.records import DISABLED
+from warren.consumers.worker import Worker
+from warren.topology import names
 
 pytestmark = pytest.mark.timeout(120)
 

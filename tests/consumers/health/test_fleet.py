@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from broker.events import Event
 from tests.support.health import operator_inbox, wait_until
 from tests.support.processes import WorkerProcess, write_config
 from tests.support.receiver import Receiver, Reply
-from topology.config import WarrenConfig
+from warren.broker.events import Event
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from consumers.classify import classify
-from consumers.health.guard import EndpointGuard
-from consumers.health.records import CLOSED, HALF_OPEN, OPEN, THROTTLE, StateRecord
-from consumers.hooks import EndpointBlocked
-from consumers.http_attempt import AttemptResult
 from tests.conftest import TEST_SECRET
-from topology.config import Endpoint
+from warren.consumers.classify import classify
+from warren.consumers.health.guard import EndpointGuard
+from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, THROTTLE, StateRecord
+from warren.consumers.hooks import EndpointBlocked
+from warren.consumers.http_attempt import AttemptResult
+from warren.topology.config import Endpoint
 
 pytestmark = pytest.mark.timeout(10)
 

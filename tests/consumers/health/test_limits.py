@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.health.limits import Ramp, TokenBucket, in_flight_share, rate_share
+from warren.consumers.health.limits import Ramp, TokenBucket, in_flight_share, rate_share
 
 
 def test_the_bucket_allows_the_burst_then_the_rate() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from broker.events import Event
-from consumers.worker import Worker
 from tests.support.health import wait_until
 from tests.support.receiver import Receiver, Reply, always
+from warren.broker.events import Event
+from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(40)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker.events import Event
-from consumers.worker import Worker
 from tests.support.health import dlq_count, operator_inbox
 from tests.support.receiver import Receiver, always
+from warren.broker.events import Event
+from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(30)
 

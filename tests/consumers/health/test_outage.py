@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from broker.events import Event
-from consumers.health.records import CLOSED, OPEN
-from consumers.worker import Worker
 from tests.support.health import dlq_count, operator_inbox, wait_until
 from tests.support.receiver import Receiver, Reply
+from warren.broker.events import Event
+from warren.consumers.health.records import CLOSED, OPEN
+from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(60)
 

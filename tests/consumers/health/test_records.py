@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.health.records import (
+from warren.consumers.health.records import (
     ACTIVE,
     ADMIN,
     CIRCUIT,

@@ -8,12 +8,12 @@ from collections.abc import Callable
 import aio_pika
 import pytest
 
-from consumers.health.records import ADMIN, CIRCUIT, DISABLED, OPEN, StateRecord
-from consumers.health.state_store import StateStore
 from tests.support.health import wait_until
 from tests.support.topology import declare
-from topology.config import WarrenConfig
-from topology.errors import TopologyError
+from warren.consumers.health.records import ADMIN, CIRCUIT, DISABLED, OPEN, StateRecord
+from warren.consumers.health.state_store import StateStore
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import TopologyError
 
 pytestmark = pytest.mark.timeout(20)
 

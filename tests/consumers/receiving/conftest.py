@@ -12,10 +12,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from consumers.receiving.stores.base import Store
-from consumers.receiving.stores.postgres import PostgresStore
-from consumers.receiving.stores.sqlite import SqliteStore
 from tests.support.postgres import fresh_schema_name, postgres_dsn
+from warren.consumers.receiving.stores.base import Store
+from warren.consumers.receiving.stores.postgres import PostgresStore
+from warren.consumers.receiving.stores.sqlite import SqliteStore
 
 
 async def _postgres_or_skip() -> str:

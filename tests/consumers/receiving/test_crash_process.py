@@ -6,12 +6,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from consumers.receiving.idempotency import IdempotentConsumer, Outcome
-from consumers.receiving.stores.base import Store, Transaction
-from consumers.receiving.stores.postgres import PostgresStore
-from consumers.receiving.stores.sqlite import SqliteStore
 from tests.support.crash_child import CRASH_STATUS
 from tests.support.effects import create_effects_table, effect_rows, effects_table
+from warren.consumers.receiving.idempotency import IdempotentConsumer, Outcome
+from warren.consumers.receiving.stores.base import Store, Transaction
+from warren.consumers.receiving.stores.postgres import PostgresStore
+from warren.consumers.receiving.stores.sqlite import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[3]
 

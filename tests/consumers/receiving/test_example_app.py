@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
-from consumers.signing import signature_header
 from examples.receiver_app import build_app
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.signing import signature_header
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 SECRETS = SigningSecrets((WebhookSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),))
 

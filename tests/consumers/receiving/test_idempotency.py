@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from consumers.receiving.idempotency import IdempotentConsumer, Outcome
-from consumers.receiving.stores.base import Store, StoreTransaction, Transaction
 from tests.support.effects import create_effects_table, effect_rows, effects_table
+from warren.consumers.receiving.idempotency import IdempotentConsumer, Outcome
+from warren.consumers.receiving.stores.base import Store, StoreTransaction, Transaction
 
 
 class Clock:

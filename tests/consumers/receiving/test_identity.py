@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from consumers.receiving.errors import IdentityError
-from consumers.receiving.identity import SOURCE_WIDE_KEY, Identity, field_at, identify
-from topology.config import InboundSource
+from warren.consumers.receiving.errors import IdentityError
+from warren.consumers.receiving.identity import SOURCE_WIDE_KEY, Identity, field_at, identify
+from warren.topology.config import InboundSource
 
 
 def source(**fields: Any) -> InboundSource:

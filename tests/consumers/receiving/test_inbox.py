@@ -21,17 +21,17 @@ from aio_pika.abc import AbstractRobustConnection
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from broker import wire
-from broker.management import ManagementClient
-from consumers.receiving.inbox import Inbox
-from consumers.receiving.receiver import build_receiver_app
-from consumers.receiving.stores.sqlite import SqliteStore
 from tests.support import inbox_handlers
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table, effect_rows
-from topology import names
-from topology.config import ConfigError, WarrenConfig
-from topology.planner import plan_topology
+from warren.broker import wire
+from warren.broker.management import ManagementClient
+from warren.consumers.receiving.inbox import Inbox
+from warren.consumers.receiving.receiver import build_receiver_app
+from warren.consumers.receiving.stores.sqlite import SqliteStore
+from warren.topology import names
+from warren.topology.config import ConfigError, WarrenConfig
+from warren.topology.planner import plan_topology
 
 pytestmark = pytest.mark.broker
 

@@ -7,11 +7,11 @@ from unittest.mock import Mock
 
 import pytest
 
-from broker import wire
-from consumers.receiving.errors import HandlerError
-from consumers.receiving.handlers import load_handler
-from consumers.receiving.identity import Identity
-from consumers.receiving.messages import decode_inbound, encode_inbound, kept_headers
+from warren.broker import wire
+from warren.consumers.receiving.errors import HandlerError
+from warren.consumers.receiving.handlers import load_handler
+from warren.consumers.receiving.identity import Identity
+from warren.consumers.receiving.messages import decode_inbound, encode_inbound, kept_headers
 
 
 def test_kept_headers_drop_credentials_connection_headers_and_secret_headers() -> None:
@@ -74,7 +74,7 @@ def test_load_handler() -> None:
 
 
 def test_the_package_exports_what_it_lists() -> None:
-    import consumers.receiving as package
+    import warren.consumers.receiving as package
 
     assert sorted(package.__all__) == package.__all__
     for name in package.__all__:

@@ -10,8 +10,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from consumers.receiving.middleware import verification_middleware, verified_handler
-from consumers.receiving.verifiers import HmacSha256Verifier, TokenVerifier
+from warren.consumers.receiving.middleware import verification_middleware, verified_handler
+from warren.consumers.receiving.verifiers import HmacSha256Verifier, TokenVerifier
 
 VERIFIER = HmacSha256Verifier((b"secret",), "X-Signature", "hex", "sha256=")
 

@@ -16,14 +16,14 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from broker import wire
-from consumers.receiving.receiver import build_receiver_app
-from consumers.signing import signature_header
 from tests.support.declare import declare_plan
-from topology import names
-from topology.config import WarrenConfig
-from topology.planner import plan_topology
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.broker import wire
+from warren.consumers.receiving.receiver import build_receiver_app
+from warren.consumers.signing import signature_header
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.planner import plan_topology
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 pytestmark = pytest.mark.broker
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from consumers.receiving.errors import NonRetryable
-from consumers.receiving.retrying import dead_letter_route, failure_step, retry_route
-from topology.backoff import Exhausted, RetryIn
-from topology.config import RetryPolicy
+from warren.consumers.receiving.errors import NonRetryable
+from warren.consumers.receiving.retrying import dead_letter_route, failure_step, retry_route
+from warren.topology.backoff import Exhausted, RetryIn
+from warren.topology.config import RetryPolicy
 
 POLICY = RetryPolicy(base=0.1, factor=2, cap=1, max_attempts=3, jitter="none")
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.signatures import parse_signatures, verify_standard_webhook
-from consumers.signing import sign, signature_header
-from topology.errors import WarrenError
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.signatures import parse_signatures, verify_standard_webhook
+from warren.consumers.signing import sign, signature_header
+from warren.topology.errors import WarrenError
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 SECRET_TEXT = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SECRET = WebhookSecret(SECRET_TEXT)

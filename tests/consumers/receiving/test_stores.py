@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from consumers.receiving.errors import StoreError
-from consumers.receiving.stores import open_store
-from consumers.receiving.stores.postgres import PostgresStore
-from consumers.receiving.stores.sqlite import SqliteStore, sqlite_path
+from warren.consumers.receiving.errors import StoreError
+from warren.consumers.receiving.stores import open_store
+from warren.consumers.receiving.stores.postgres import PostgresStore
+from warren.consumers.receiving.stores.sqlite import SqliteStore, sqlite_path
 
 
 @pytest.mark.parametrize(

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from consumers.receiving.errors import VerificationError
-from consumers.receiving.verifiers import (
+from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.verifiers import (
     HmacSha256Verifier,
     NoVerifier,
     StandardWebhooksVerifier,
     TokenVerifier,
     verifier_for,
 )
-from consumers.signing import signature_header
-from topology.config import InboundSource
-from topology.secrets import SigningSecrets, WebhookSecret
+from warren.consumers.signing import signature_header
+from warren.topology.config import InboundSource
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 BODY = b'{"action":"opened","number":7}'
 WH_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
