@@ -4,8 +4,13 @@ The shovel consumes the DLQ and publishes into the endpoint's exchange (fanout, 
 ordered endpoint, so every message re-hashes into its key's partition). ``ack-mode: on-confirm`` removes a
 message from the DLQ only once the destination confirmed it; ``src-delete-after: queue-length`` makes the
 shovel move as many messages as the DLQ held when it started, then delete itself. If the command is
-interrupted the shovel carries on inside RabbitMQ; the next run finds it (its name is fixed per endpoint)
-and watches it instead of starting a second one.
+interrupted the shovel carries on inside RabbitMQ; the next run finds it (every replay shovel of an endpoint
+is named ``{prefix}.replay.<endpoint>.<run id>``) and watches it instead of starting a second one.
+
+Why a name per run: a shovel that deleted itself (``src-delete-after``) is still being torn down inside
+RabbitMQ for a moment after its parameter is gone. A new shovel declared under the same name in that moment
+gets its parameter but never starts [3.10.8]: the next replay waited out its whole timeout, every second time.
+A fresh name per run avoids the collision, and the run checks that its shovel really started.
 
 The replay marker: RabbitMQ 3.10.8 refuses ``headers`` in ``dest-publish-properties`` ("Unrecognised
 terms"), so the shovel cannot set ``warren-replayed``. ``dest-add-forward-headers`` makes it add
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,15 +35,34 @@ from warren.broker.queue_probe import QueueProbe
 from warren.topology import names
 from warren.topology.errors import ReplayError, TopologyError
 
-__all__ = ["POLL_INTERVAL", "ShovelReport", "replay_by_shovel", "shovel_definition", "shovel_name"]
+__all__ = [
+    "POLL_INTERVAL",
+    "ShovelReport",
+    "replay_by_shovel",
+    "shovel_definition",
+    "shovel_name",
+    "shovel_name_stem",
+]
 
 POLL_INTERVAL = 0.25  # seconds between looks at the shovel and the DLQ
 SETTLE_TIME = 2.0  # seconds a finished shovel's last acks may take to show in the DLQ's count
+START_TIME = 15.0  # seconds a new shovel may take to show as started (or to finish and remove itself)
 
 
-def shovel_name(prefix: str, endpoint: str) -> str:
-    """One replay shovel per endpoint at a time: the fixed name is how a later run finds an earlier one."""
+def shovel_name_stem(prefix: str, endpoint: str) -> str:
+    """What every replay shovel of an endpoint is named after: how a later run finds an earlier one."""
     return f"{prefix}.replay.{endpoint}"
+
+
+def shovel_name(prefix: str, endpoint: str, run_id: str | None = None) -> str:
+    """A replay shovel's name: the endpoint's stem and a run id (fresh unless given), never a reused name."""
+    return f"{shovel_name_stem(prefix, endpoint)}.{run_id or uuid.uuid4().hex[:12]}"
+
+
+def _is_replay_shovel(name: str, prefix: str, endpoint: str) -> bool:
+    """Whether ``name`` is one of the endpoint's replay shovels (endpoint names hold no dots, run ids neither)."""
+    stem = shovel_name_stem(prefix, endpoint) + "."
+    return name.startswith(stem) and "." not in name[len(stem) :]
 
 
 def shovel_definition(vhost: str, source_queue: str, destination_exchange: str) -> dict[str, Any]:
@@ -62,6 +87,7 @@ class ShovelReport:
     remaining: int  # messages in the DLQ afterwards (arrived during the replay, or died again since)
     resumed: bool  # an earlier run's shovel was found still running, and watched to its end
     seconds: float
+    name: str = ""  # the shovel's name ("" when there was nothing to move)
 
 
 async def _parameter(api: ManagementClient, name: str) -> dict[str, Any] | None:
@@ -69,6 +95,15 @@ async def _parameter(api: ManagementClient, name: str) -> dict[str, Any] | None:
         "GET", f"parameters/shovel/{quote(api.vhost, safe='')}/{quote(name, safe='')}", allow_404=True
     )
     return result
+
+
+async def _running_shovel(api: ManagementClient, prefix: str, endpoint: str) -> str | None:
+    """The name of a replay shovel of this endpoint that an earlier run left at work, if any."""
+    found = await api.request("GET", f"parameters/shovel/{quote(api.vhost, safe='')}", allow_404=True) or []
+    for parameter in found:
+        if _is_replay_shovel(str(parameter.get("name", "")), prefix, endpoint):
+            return str(parameter["name"])
+    return None
 
 
 async def _settled_depth(probe: QueueProbe, dlq: str, expected: int) -> int:
@@ -101,8 +136,6 @@ async def replay_by_shovel(
     """
     dlq = names.dlq(prefix, endpoint)
     exchange = names.endpoint_exchange(prefix, endpoint)
-    name = shovel_name(prefix, endpoint)
-    started = time.monotonic()
     probe = QueueProbe(connection)
     try:
         if not await probe.exchange_exists(exchange):
@@ -110,42 +143,61 @@ async def replay_by_shovel(
         before = await probe.depth(dlq)
         if before is None:
             raise TopologyError(f"queue {dlq} does not exist: run `warren setup`")
-        resumed = await _parameter(api, name) is not None
-        total = before.ready
-        if not resumed:
-            if total == 0:
-                return ShovelReport(0, 0, False, 0.0)
+        earlier = await _running_shovel(api, prefix, endpoint)
+        if earlier is None and before.ready == 0:
+            return ShovelReport(0, 0, False, 0.0)
+        name = earlier or shovel_name(prefix, endpoint)
+        if earlier is None:
             await api.put_shovel(name, shovel_definition(api.vhost, dlq, exchange))
-        moved = 0
+        watch = _Watch(api, probe, name, dlq, before.ready, resumed=earlier is not None)
+        return await watch.run(endpoint, timeout, on_progress)
+    finally:
+        await probe.close()
+
+
+@dataclass
+class _Watch:
+    """One shovel watched from its start (or from when this run found it) until it removed itself."""
+
+    api: ManagementClient
+    probe: QueueProbe
+    name: str
+    dlq: str
+    total: int
+    resumed: bool
+
+    async def run(
+        self, endpoint: str, timeout: float, on_progress: Callable[[int, int], None] | None
+    ) -> ShovelReport:
+        started = time.monotonic()
+        moved, seen = 0, self.resumed
         while True:
-            parameter = await _parameter(api, name)
-            status = await api.shovel_status(name)
-            now = await probe.depth(dlq)
+            parameter = await _parameter(self.api, self.name)
+            status = await self.api.shovel_status(self.name)
+            now = await self.probe.depth(self.dlq)
             remaining = now.ready if now is not None else 0
-            moved = max(moved, total - remaining)
+            moved = max(moved, self.total - remaining)
+            seen = seen or status is not None or moved > 0
             if parameter is None:
                 # src-delete-after: the shovel removed itself after moving the DLQ's length at its start
                 # (a resumed shovel started before this run looked, so only the part seen here is known).
-                moved = moved if resumed else total
+                moved = moved if self.resumed else self.total
                 if on_progress is not None:
-                    on_progress(moved, max(total, moved))
-                await api.delete_shovel(name)  # already gone; a no-op kept so that nothing is ever left behind
-                remaining = await _settled_depth(probe, dlq, total - moved)
-                return ShovelReport(moved, remaining, resumed, time.monotonic() - started)
+                    on_progress(moved, max(self.total, moved))
+                await self.api.delete_shovel(self.name)  # already gone; a no-op so that nothing is left behind
+                remaining = await _settled_depth(self.probe, self.dlq, self.total - moved)
+                return ShovelReport(moved, remaining, self.resumed, time.monotonic() - started, self.name)
             if on_progress is not None:
-                on_progress(min(moved, total), total)
+                on_progress(min(moved, self.total), self.total)
+            elapsed = time.monotonic() - started
+            problem = None
             if status is not None and status.get("state") == "terminated":
-                await api.delete_shovel(name)
-                raise ReplayError(
-                    f"shovel {name} failed: {status.get('reason') or 'terminated'}; "
-                    f"{remaining} message(s) still in {dlq}"
-                )
-            if time.monotonic() - started > timeout:
-                await api.delete_shovel(name)
-                raise ReplayError(
-                    f"replay of {endpoint} timed out after {timeout:g}s; the shovel was removed and "
-                    f"{remaining} message(s) are still in {dlq}: run the replay again"
-                )
+                problem = f"shovel {self.name} failed: {status.get('reason') or 'terminated'}"
+            elif not seen and elapsed > START_TIME:
+                problem = f"shovel {self.name} did not start within {START_TIME:g}s; it was removed"
+            elif elapsed > timeout:
+                problem = f"replay of {endpoint} timed out after {timeout:g}s; the shovel was removed"
+            if problem is not None:
+                await self.api.delete_shovel(self.name)
+                raise ReplayError(f"{problem}; {remaining} message(s) are still in {self.dlq}: run the replay again")
             await asyncio.sleep(POLL_INTERVAL)
-    finally:
-        await probe.close()

@@ -139,10 +139,11 @@ async def test_replay_commands_move_to_the_endpoint(down: tuple[WarrenConfig, Pa
     assert "replayed 10 dead letter(s) of down" in subset.out and "20 left in" in subset.out
     assert sorted(moved_first) == sorted(refunds)
     assert rest.code == 0, rest.err
-    assert "replayed 20 dead letter(s) of down" in rest.out and f"shovel {prefix}.replay.down removed" in rest.out
+    assert "replayed 20 dead letter(s) of down" in rest.out and f"shovel {prefix}.replay.down." in rest.out
     assert sorted(moved_then) == sorted(e.id for e in events if e.id not in refunds)
     assert empty.code == 0 and "nothing to replay" in empty.out
-    assert await management.shovel_status(f"{prefix}.replay.down") is None
+    shovels = await management.request("GET", f"parameters/shovel/{management.vhost}", allow_404=True) or []
+    assert [s["name"] for s in shovels if s["name"].startswith(f"{prefix}.replay.down")] == []
 
 
 async def test_a_killed_replay_run_again_loses_nothing(down: tuple[WarrenConfig, Path]) -> None:

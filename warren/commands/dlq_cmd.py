@@ -24,7 +24,7 @@ from warren.broker.dlq import (
     replay_by_shovel,
     select,
 )
-from warren.broker.dlq.shovel import shovel_name
+from warren.broker.dlq.shovel import shovel_name_stem
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueProbe
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
@@ -232,8 +232,8 @@ async def _replay_all(config: WarrenConfig, endpoint: str, dry_run: bool, timeou
         await _guard_delivery_limit(config, queue)
         letters, depth = await _with_broker(config, lambda c: browse(c, queue))
         console.print(
-            f"dry run: {depth} dead letter(s) would be moved from {queue} to {exchange} by the shovel "
-            f"{shovel_name(prefix, endpoint)}" + (f" ({type_counts(letters)})" if letters else ""),
+            f"dry run: {depth} dead letter(s) would be moved from {queue} to {exchange} by a shovel "
+            f"{shovel_name_stem(prefix, endpoint)}.<run id>" + (f" ({type_counts(letters)})" if letters else ""),
             highlight=False,
         )
         return
@@ -253,7 +253,7 @@ async def _replay_all(config: WarrenConfig, endpoint: str, dry_run: bool, timeou
     how = "an earlier run's shovel, watched to its end," if report.resumed else "a shovel"
     console.print(
         f"replayed {report.moved} dead letter(s) of {endpoint} from {queue} to {exchange} through {how} "
-        f"in {report.seconds:.1f}s; shovel {shovel_name(prefix, endpoint)} removed; {report.remaining} in the "
+        f"in {report.seconds:.1f}s; shovel {report.name} removed; {report.remaining} in the "
         "DLQ now",
         highlight=False,
     )

@@ -115,7 +115,9 @@ def test_the_shovel_moves_the_queue_length_once_confirmed_with_forward_headers()
     assert (value["src-queue"], value["dest-exchange"]) == ("w.ep.acme.dlq", "w.ep.acme")
     assert value["src-delete-after"] == "queue-length" and value["ack-mode"] == "on-confirm"
     assert value["dest-add-forward-headers"] is True
-    assert shovel_name("w", "acme") == "w.replay.acme"
+    first, second = shovel_name("w", "acme"), shovel_name("w", "acme")
+    assert first.startswith("w.replay.acme.") and second.startswith("w.replay.acme.") and first != second
+    assert shovel_name("w", "acme", "r1") == "w.replay.acme.r1"
 
 
 def test_an_event_without_key_shows_no_key() -> None:

@@ -13,7 +13,6 @@ from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_
 from tests.support.receiver import Receiver, Reply, always
 from warren.broker import wire
 from warren.broker.dlq import Selection, browse, move_selected, purge_dlq, replay_by_shovel, select
-from warren.broker.dlq.shovel import shovel_name
 from warren.broker.events import Event
 from warren.consumers.worker import Worker
 from warren.topology import names
@@ -109,7 +108,7 @@ async def test_replay_all_through_the_shovel_after_the_fix(
     assert report.moved == 50 and not report.resumed
     assert receiver.ok_ids() == {e.id for e in events}
     assert await wait_depth(config, names.dlq(prefix, "down"), 0) == 0
-    assert await management.shovel_status(shovel_name(prefix, "down")) is None
+    assert report.name and await management.shovel_status(report.name) is None
     assert await management.request("GET", f"parameters/shovel/{management.vhost}", allow_404=True) in ([], None)
     assert progress and progress[-1] == (50, 50)
 
@@ -221,7 +220,7 @@ async def test_an_interrupted_shovel_replay_is_found_and_finished(endpoint_confi
     # Then the second run found the first shovel still at work and watched it finish: all 2,000 are back, once
     assert report.resumed and report.remaining == 0
     assert sorted(copies) == sorted(e.id for e in events)
-    assert await management.shovel_status(shovel_name(prefix, "down")) is None
+    assert report.name and await management.shovel_status(report.name) is None
 
 
 async def test_purge_reports_the_count(endpoint_config: Any) -> None:
