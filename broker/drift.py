@@ -6,9 +6,11 @@ silently keep). Bindings have no "differs": two bindings with other keys or argu
 
 Objects in Warren's own namespaces (``{prefix}.ep.*`` and ``{prefix}.delay.*``) that the plan no longer
 has are *leftovers*: queues and exchanges of endpoints removed from the configuration, delay levels no
-longer needed, partitions beyond the configured count, and bindings between planned objects that the
-plan dropped (a removed event pattern). Names outside those namespaces are never touched: workers and
-operators declare their own objects under the prefix (control exchange, state queue, ...).
+longer needed, partitions beyond the configured count, and bindings the plan dropped (a removed event
+pattern) between two objects the plan still binds to each other. Names outside those namespaces are never
+touched, and neither are the queues the workers declare while they run (partition claims and rosters, see
+``names.is_runtime_queue``) nor bindings between a pair of objects the plan never binds (an operator's
+own, such as ``{prefix}.operator`` → an endpoint's exchange).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from warren.topology import names
 from warren.topology.plan import Binding, Exchange, Plan, Queue
 
 __all__ = [
@@ -232,6 +235,15 @@ def compare(
 _LEVEL = re.compile(r"\.delay\.l(\d+)(?:\.q)?$")
 
 
+def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:
+    """A queue a worker declared for itself: by name, or by flags setup never gives (exclusive, auto-delete)."""
+    if kind != "queue":
+        return False
+    return names.is_runtime_queue(prefix, str(record["name"])) or bool(
+        record.get("exclusive") or record.get("auto_delete")
+    )
+
+
 def _leftover_reason(name: str, prefix: str, endpoints: set[str], levels: int) -> tuple[str, str | None] | None:
     """Why an object in Warren's namespaces is not in the plan, or None when it is outside them."""
     endpoint_head, delay_head = f"{prefix}.ep.", f"{prefix}.delay."
@@ -267,18 +279,19 @@ def find_leftovers(
     for kind, records, planned in kinds:
         for record in sorted(records, key=lambda r: str(r["name"])):
             name = record["name"]
-            if name in planned:
+            if name in planned or _runtime(kind, record, prefix):
                 continue
             why = _leftover_reason(name, prefix, endpoints, plan.delay_levels)
             if why is not None:
                 found.append(Leftover(kind, name, why[0], why[1]))
-    planned_objects = planned_exchanges | planned_queues
+    planned_pairs = {(b.source, b.destination) for b in plan.bindings}
     planned_bindings = {_plan_key(b) for b in plan.bindings}
     for record in bindings:
         source, destination = record.get("source", ""), record.get("destination", "")
-        # Only bindings between two planned objects: the others go with the leftover object they touch,
-        # or belong to someone else (a user's own queue bound to the events exchange is none of our business).
-        if not source or source not in planned_exchanges or destination not in planned_objects:
+        # Only bindings between two objects the plan binds to each other: the others go with the leftover
+        # object they touch, or belong to someone else (a user's own queue bound to the events exchange, or
+        # the operator exchange bound to an endpoint's exchange, is none of setup's business).
+        if (source, destination) not in planned_pairs:
             continue
         if _record_key(record) in planned_bindings:
             continue

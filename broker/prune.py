@@ -161,6 +161,9 @@ async def _prune_queue(
         counts = await _on_fresh_channel(connection, unbind_and_count)
     except aiormq.exceptions.ChannelNotFoundEntity:
         return LeftoverOutcome(leftover, "gone", "deleted by someone else meanwhile")
+    except aiormq.exceptions.ChannelLockedResource:
+        # An exclusive queue of another connection (RESOURCE_LOCKED): it lives and dies with that connection.
+        return LeftoverOutcome(leftover, "kept", "exclusive to a running connection; it goes when that one closes")
     messages, consumers = counts
     busy = _busy(messages, consumers)
     if busy and not force:

@@ -19,8 +19,11 @@ __all__ = [
     "inbound_dead_key",
     "inbound_dlq",
     "inbound_queue",
+    "is_runtime_queue",
     "operator_exchange",
+    "partition_owner",
     "partition_queue",
+    "partition_roster",
     "probe_lock",
     "queue_endpoint",
     "state_queue",
@@ -46,6 +49,16 @@ def work_queue(prefix: str, endpoint: str) -> str:
 def partition_queue(prefix: str, endpoint: str, index: int) -> str:
     """Partition ``index`` of an ordered endpoint (single active consumer)."""
     return f"{prefix}.ep.{endpoint}.p{index:02d}"
+
+
+def partition_owner(prefix: str, endpoint: str, index: int) -> str:
+    """The exclusive queue a worker declares to claim partition ``index`` (gone with that worker's connection)."""
+    return f"{partition_queue(prefix, endpoint, index)}.owner"
+
+
+def partition_roster(prefix: str, endpoint: str) -> str:
+    """The auto-delete queue every worker serving an ordered endpoint consumes: its consumers count them."""
+    return f"{prefix}.ep.{endpoint}.roster"
 
 
 def dlq(prefix: str, endpoint: str) -> str:
@@ -125,3 +138,24 @@ def queue_endpoint(prefix: str, queue: str) -> str | None:
     if not endpoint or not (tail == "q" or (tail.startswith("p") and tail[1:].isdigit())):
         return None
     return endpoint
+
+
+def is_runtime_queue(prefix: str, queue: str) -> bool:
+    """Whether ``queue`` is one the workers declare while they run, never ``warren setup``.
+
+    Partition claims and rosters (``{prefix}.ep.<endpoint>.pNN.owner``, ``{prefix}.ep.<endpoint>.roster``),
+    health rosters and probe locks (``{prefix}.health.<endpoint>.roster|probe``). Setup, drift and prune
+    leave them alone: they belong to live connections, and vanish with them.
+    """
+    head = f"{prefix}.ep."
+    if queue.startswith(f"{prefix}.health."):
+        return queue.endswith((".roster", ".probe"))
+    if not queue.startswith(head):
+        return False
+    endpoint, _, tail = queue[len(head) :].partition(".")
+    if not endpoint:
+        return False
+    if tail == "roster":
+        return True
+    partition, _, owner = tail.partition(".")
+    return owner == "owner" and partition.startswith("p") and partition[1:].isdigit()

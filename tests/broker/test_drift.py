@@ -174,6 +174,35 @@ def test_a_dropped_event_pattern_is_a_leftover_binding() -> None:
     ]
 
 
+def test_the_workers_own_queues_are_not_leftovers() -> None:
+    # Given a broker holding the plan of an ordered endpoint, and the queues two running workers declared
+    plan = plan_topology(_config({"name": "ledger", "events": ["b.#"], "ordering": "key", "partitions": 2}))
+    exchanges, queues, bindings = _as_declared(plan)
+    runtime = [
+        {"name": "w.ep.ledger.p00.owner", "durable": False, "auto_delete": True, "exclusive": True},
+        {"name": "w.ep.ledger.p01.owner", "durable": False, "auto_delete": True, "exclusive": True},
+        {"name": "w.ep.ledger.roster", "durable": False, "auto_delete": True, "exclusive": False},
+        # whatever flags a later release gives the roster, its name alone keeps it apart
+        {"name": "w.ep.ledger.roster", "durable": True, "auto_delete": False, "exclusive": False},
+        {"name": "w.ep.ledger.p07", "durable": True, "auto_delete": False, "exclusive": False},
+    ]
+    # When leftovers are looked for
+    leftovers = find_leftovers(plan, "w", exchanges, [*queues, *runtime], bindings)
+    # Then only the partition beyond the plan is one: claims and rosters belong to the running workers
+    assert [x.name for x in leftovers] == ["w.ep.ledger.p07"]
+
+
+def test_an_operators_own_binding_between_planned_exchanges_is_not_a_leftover() -> None:
+    # Given the recipe of docs/health.md: the operator exchange bound to an endpoint's exchange
+    plan = plan_topology(_config({"name": "ops", "events": ["ops.#"]}, {"name": "acme", "events": ["a.*"]}))
+    exchanges, queues, bindings = _as_declared(plan)
+    recipe = {"source": "w.operator", "destination": "w.ep.ops", "destination_type": "exchange", "routing_key": "#"}
+    # When leftovers are looked for
+    leftovers = find_leftovers(plan, "w", exchanges, queues, [*bindings, recipe])
+    # Then the binding the plan never makes between those two is none of setup's business
+    assert "w.operator" in {e.name for e in plan.exchanges} and leftovers == []
+
+
 @pytest.mark.parametrize(
     ("ordering", "available", "expected"),
     [

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import tomli_w
@@ -77,3 +79,18 @@ class WorkerProcess:
         if self.process is not None and self.process.returncode is None:
             self.kill()
             await self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def running_workers(config_path: Path, count: int, *args: str) -> AsyncIterator[list[WorkerProcess]]:
+    """``count`` worker processes, each consuming when the block starts, all killed when it ends."""
+    workers = [WorkerProcess(config_path, *args) for _ in range(count)]
+    try:
+        for worker in workers:
+            await worker.start()
+        for worker in workers:
+            await worker.wait_ready()
+        yield workers
+    finally:
+        for worker in workers:
+            await worker.cleanup()

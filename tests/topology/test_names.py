@@ -28,6 +28,8 @@ PREFIX = "warren"
         (lambda: names.control_exchange(PREFIX), "warren.control"),
         (lambda: names.state_queue(PREFIX), "warren.state"),
         (lambda: names.operator_exchange(PREFIX), "warren.operator"),
+        (lambda: names.partition_owner(PREFIX, "billing", 3), "warren.ep.billing.p03.owner"),
+        (lambda: names.partition_roster(PREFIX, "billing"), "warren.ep.billing.roster"),
     ],
 )
 def test_each_name_has_its_documented_form(build: Callable[[], str], expected: str) -> None:
@@ -73,3 +75,25 @@ def test_queue_endpoint_round_trips_work_and_partition_queues(endpoint: str) -> 
 )
 def test_queue_endpoint_refuses_other_names(queue: str) -> None:
     assert names.queue_endpoint(PREFIX, queue) is None
+
+
+@pytest.mark.parametrize(
+    ("queue", "runtime"),
+    [
+        (names.partition_owner(PREFIX, "billing", 0), True),
+        (names.partition_owner(PREFIX, "billing", 12), True),
+        (names.partition_roster(PREFIX, "billing"), True),
+        (names.health_roster(PREFIX, "acme"), True),
+        (names.probe_lock(PREFIX, "acme"), True),
+        (names.partition_queue(PREFIX, "billing", 0), False),
+        (names.work_queue(PREFIX, "acme"), False),
+        (names.dlq(PREFIX, "acme"), False),
+        (names.state_queue(PREFIX), False),
+        (names.delay_queue(PREFIX, 2), False),
+        ("warren.ep.billing.q.owner", False),
+        ("warren.ep..roster", False),
+        ("other.ep.billing.roster", False),
+    ],
+)
+def test_runtime_queues_are_told_from_planned_ones(queue: str, runtime: bool) -> None:
+    assert names.is_runtime_queue(PREFIX, queue) is runtime
