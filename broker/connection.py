@@ -1,9 +1,15 @@
-"""Connecting to RabbitMQ, with its failures mapped to BrokerUnavailable in one place."""
+"""Connecting to RabbitMQ, with its failures mapped to BrokerUnavailable in one place.
+
+A vhost that does not exist (or that the user may not use) is refused while the connection opens: RabbitMQ
+answers ``connection.open`` with ``connection.close`` (530 NOT_ALLOWED), which aiormq reports as an
+InvalidFrameError and a long traceback. ``open_failure`` turns it into one line naming the vhost.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from urllib.parse import unquote, urlsplit
 
 import aio_pika
 import aiormq.exceptions
@@ -11,7 +17,7 @@ from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 
 from warren.topology.errors import BrokerUnavailable, describe
 
-__all__ = ["CONNECTION_EXCEPTIONS", "connect", "connect_once", "redact_url"]
+__all__ = ["CONNECTION_EXCEPTIONS", "OPEN_EXCEPTIONS", "connect", "connect_once", "open_failure", "redact_url"]
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
 CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
@@ -21,6 +27,24 @@ CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
     asyncio.TimeoutError,
     socket.gaierror,
 )
+
+
+# What opening a connection can raise besides a broken link: the broker closing it instead of opening it.
+OPEN_EXCEPTIONS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.InvalidFrameError)
+
+
+def open_failure(url: str, exc: Exception) -> BrokerUnavailable:
+    """The one-line error for a connection that could not be opened (see the module docstring)."""
+    if isinstance(exc, aiormq.exceptions.InvalidFrameError) and "Connection.Close" in str(exc):
+        parts = urlsplit(url)
+        vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+        user = unquote(parts.username) if parts.username else "guest"
+        return BrokerUnavailable(
+            f"RabbitMQ at {redact_url(url)} refused to open vhost '{vhost}': it does not exist, or user '{user}' "
+            f"may not use it; create it (`rabbitmqctl add_vhost {vhost}`, then `rabbitmqctl set_permissions -p "
+            f"{vhost} {user} '.*' '.*' '.*'`) or fix the vhost in broker.url"
+        )
+    return BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}")
 
 
 def redact_url(url: str) -> str:
@@ -38,8 +62,8 @@ async def connect(url: str, *, name: str = "warren", timeout: float = 10.0) -> A
     """A robust connection: after the first success it reconnects by itself and re-declares consumers."""
     try:
         return await aio_pika.connect_robust(url, timeout=timeout, client_properties={"connection_name": name})
-    except CONNECTION_EXCEPTIONS as exc:
-        raise BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}") from exc
+    except OPEN_EXCEPTIONS as exc:
+        raise open_failure(url, exc) from exc
 
 
 async def connect_once(url: str, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
@@ -50,5 +74,5 @@ async def connect_once(url: str, *, name: str = "warren", timeout: float = 10.0)
     """
     try:
         return await aio_pika.connect(url, timeout=timeout, client_properties={"connection_name": name})
-    except CONNECTION_EXCEPTIONS as exc:
-        raise BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}") from exc
+    except OPEN_EXCEPTIONS as exc:
+        raise open_failure(url, exc) from exc

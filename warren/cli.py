@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import typer
 
 from warren.commands import (
@@ -35,4 +37,9 @@ endpoint_cmd.register(app)
 
 
 def main() -> None:
+    # Without a handler of their own, Python prints the libraries' log records bare on stderr ("error when
+    # creating transport ..." before Warren's one-line error). Commands report failures themselves; the
+    # worker and the API configure logging, and these records then reach their handlers as usual.
+    for library in ("aiormq", "aio_pika"):
+        logging.getLogger(library).addHandler(logging.NullHandler())
     app()

@@ -166,9 +166,7 @@ class _Watch:
     total: int
     resumed: bool
 
-    async def run(
-        self, endpoint: str, timeout: float, on_progress: Callable[[int, int], None] | None
-    ) -> ShovelReport:
+    async def run(self, endpoint: str, timeout: float, on_progress: Callable[[int, int], None] | None) -> ShovelReport:
         started = time.monotonic()
         moved, seen = 0, self.resumed
         while True:

@@ -12,11 +12,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS, redact_url
+from warren.broker.connection import connect_once
 from warren.consumers.health import breaker
 from warren.consumers.health.operator_events import DISABLED as DISABLED_EVENT
 from warren.consumers.health.operator_events import ENABLED as ENABLED_EVENT
@@ -25,7 +24,7 @@ from warren.consumers.health.records import ACTIVE, ADMIN, CLOSED, DISABLED, PAU
 from warren.consumers.health.state_store import StateStore
 from warren.topology import names
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import BrokerUnavailable, WarrenError
+from warren.topology.errors import WarrenError
 
 __all__ = ["AdminError", "Change", "change_admin", "open_connection", "read_circuit_states", "read_views", "waiting"]
 
@@ -37,12 +36,7 @@ class AdminError(WarrenError):
 @contextlib.asynccontextmanager
 async def open_connection(config: WarrenConfig, name: str = "warren-endpoint") -> AsyncIterator[AbstractConnection]:
     """A plain connection for one command, with RabbitMQ's absence as a BrokerUnavailable."""
-    try:
-        connection = await aio_pika.connect(config.broker.url, timeout=10, client_properties={"connection_name": name})
-    except CONNECTION_EXCEPTIONS as exc:
-        raise BrokerUnavailable(
-            f"cannot connect to RabbitMQ at {redact_url(config.broker.url)}: {exc or type(exc).__name__}"
-        ) from exc
+    connection = await connect_once(config.broker.url, name=name)
     try:
         yield connection
     finally:

@@ -1,0 +1,64 @@
+"""Every command meets a missing vhost, or no RabbitMQ at all, with one line of its own: no traceback, no noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import warren
+from tests.support.processes import write_config
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+
+COMMANDS = [
+    ("status",),
+    ("dlq", "list", "acme"),
+    ("dlq", "replay", "acme"),
+    ("endpoint", "list"),
+    ("endpoint", "pause", "acme"),
+    ("publish", "--type", "order.paid", "--data", '{"n": 1}'),
+]
+
+
+def _config(make_config: Any, tmp_path: Path, url: str, name: str) -> Path:
+    config = make_config([{"name": "acme", "url": "http://127.0.0.1:9/h", "events": ["#"]}])
+    broken = config.model_copy(update={"broker": config.broker.model_copy(update={"url": url})})
+    return write_config(tmp_path, broken, name)
+
+
+MISSING_VHOST = "amqp://guest:guest@127.0.0.1:5672/no-such-vhost"
+NO_BROKER = "amqp://guest:guest@127.0.0.1:1/"
+# What the one line says: the missing vhost and what to do about it; or that nobody answered.
+EXPECTED = {
+    MISSING_VHOST: ("refused to open vhost 'no-such-vhost'", "rabbitmqctl add_vhost no-such-vhost"),
+    NO_BROKER: ("error: cannot connect to RabbitMQ at amqp://guest:***@127.0.0.1:1/",),
+}
+
+
+@pytest.mark.parametrize("url", [MISSING_VHOST, NO_BROKER], ids=["missing vhost", "no broker"])
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+async def test_each_command_says_it_in_one_line(
+    make_config: Any, tmp_path: Path, command: tuple[str, ...], url: str
+) -> None:
+    # Given a configuration whose broker URL names a vhost the broker lacks, or a port nobody listens on
+    path = _config(make_config, tmp_path, url, "broken.toml")
+    # When the command runs
+    run = await warren(*command, "--config", str(path))
+    # Then it exits 1 with one line of Warren's own: no traceback, no aiormq log record before it
+    assert run.code == 1, (run.out, run.err)
+    assert run.out == ""
+    lines = run.err.strip().splitlines()
+    assert len(lines) == 1, run.err
+    assert all(part in lines[0] for part in EXPECTED[url]), lines[0]
+
+
+async def test_the_worker_says_the_vhost_is_missing_without_a_traceback(make_config: Any, tmp_path: Path) -> None:
+    # Given the same configuration, when a worker starts with it
+    path = _config(make_config, tmp_path, MISSING_VHOST, "novhost.toml")
+    run = await warren("worker", "--config", str(path))
+    # Then it exits 1, and its last line says why, with no traceback
+    assert run.code == 1, run.err
+    assert "Traceback" not in run.err + run.out
+    assert "vhost 'no-such-vhost'" in run.err.strip().splitlines()[-1]
