@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
@@ -30,7 +31,14 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from warren.topology.durations import parse_duration
 from warren.topology.errors import WarrenError
-from warren.topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+from warren.topology.secrets import (
+    ENV_REFERENCE,
+    SecretError,
+    SigningSecrets,
+    UnresolvedSecrets,
+    WebhookSecret,
+    resolve_secret_text,
+)
 
 __all__ = [
     "ApiSettings",
@@ -59,6 +67,10 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _PATTERN_WORD = re.compile(r"^(?:\*|#|[A-Za-z0-9_\-:/]+)$")
 
 
+# False while a command that signs nothing loads the configuration (see load_config's signing_secrets).
+_RESOLVE_SIGNING_SECRETS: ContextVar[bool] = ContextVar("warren_resolve_signing_secrets", default=True)
+
+
 def _parse_secrets(value: object) -> SigningSecrets:
     if isinstance(value, SigningSecrets):
         return value
@@ -66,15 +78,29 @@ def _parse_secrets(value: object) -> SigningSecrets:
     if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
         raise ValueError("secret is a 'whsec_...' string, an 'env:NAME' reference, or a list of them")
     try:
-        return SigningSecrets(tuple(WebhookSecret(resolve_secret_text(t)) for t in texts))
+        for text in texts:  # a literal's mistake is the file's: reported whoever loads it
+            if not text.startswith(ENV_REFERENCE):
+                WebhookSecret(text)
+        try:
+            return SigningSecrets(tuple(WebhookSecret(resolve_secret_text(t)) for t in texts))
+        except SecretError as exc:
+            if _RESOLVE_SIGNING_SECRETS.get():
+                raise
+            return UnresolvedSecrets(tuple(texts), str(exc))
     except SecretError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _dump_secrets(secrets: SigningSecrets) -> list[str]:
+    if isinstance(secrets, UnresolvedSecrets):
+        return list(secrets.references)
+    return [x.reveal() for x in secrets]
 
 
 Secrets = Annotated[
     SigningSecrets,
     PlainValidator(_parse_secrets),
-    PlainSerializer(lambda s: [x.reveal() for x in s], when_used="json"),
+    PlainSerializer(_dump_secrets, when_used="json"),
 ]
 
 
@@ -583,8 +609,12 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> WarrenConfig:
-    """Read, merge with the environment and validate; every failure is a ConfigError naming file and field."""
+def load_config(path: str | os.PathLike[str] | None = None, *, signing_secrets: bool = True) -> WarrenConfig:
+    """Read, merge with the environment and validate; every failure is a ConfigError naming file and field.
+
+    ``signing_secrets=False`` is for commands that sign nothing: an endpoint's ``env:NAME`` secret whose
+    variable is missing (or malformed) is then kept as UnresolvedSecrets instead of failing the load.
+    """
     file = config_path(path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
@@ -594,6 +624,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> WarrenConfig:
         raise ConfigError(str(file), [f"cannot read: {exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(file), [f"not valid TOML: {exc}"]) from None
+    resolving = _RESOLVE_SIGNING_SECRETS.set(signing_secrets)
     try:
         return WarrenConfig(**data)
     except ValidationError as exc:
@@ -601,3 +632,5 @@ def load_config(path: str | os.PathLike[str] | None = None) -> WarrenConfig:
     except SettingsError as exc:
         # A WARREN_* variable holding malformed JSON (e.g. WARREN_ENDPOINTS='[{'): the environment's fault.
         raise ConfigError(f"{file} (with the WARREN_* environment)", [str(exc)]) from None
+    finally:
+        _RESOLVE_SIGNING_SECRETS.reset(resolving)

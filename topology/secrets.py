@@ -7,7 +7,7 @@ import binascii
 import os
 from collections.abc import Iterator
 
-__all__ = ["SecretError", "SigningSecrets", "WebhookSecret", "resolve_secret_text"]
+__all__ = ["SecretError", "SigningSecrets", "UnresolvedSecrets", "WebhookSecret", "resolve_secret_text"]
 
 PREFIX = "whsec_"
 ENV_REFERENCE = "env:"
@@ -79,6 +79,37 @@ class SigningSecrets:
 
     def __hash__(self) -> int:
         return hash(self._secrets)
+
+
+class UnresolvedSecrets(SigningSecrets):
+    """An endpoint's ``env:NAME`` secrets that could not be resolved when a command that signs nothing
+    (``status``, ``dlq``, ``endpoint``, ...) loaded the configuration.
+
+    Signing with them raises the SecretError that resolving them raised; they dump back to their references.
+    """
+
+    __slots__ = ("_problem", "references")
+
+    def __init__(self, references: tuple[str, ...], problem: str) -> None:  # no super().__init__(): no keys
+        self.references = references
+        self._problem = problem
+
+    def __iter__(self) -> Iterator[WebhookSecret]:
+        raise SecretError(self._problem)
+
+    def __len__(self) -> int:
+        return len(self.references)
+
+    def __repr__(self) -> str:
+        return f"UnresolvedSecrets({', '.join(self.references)})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnresolvedSecrets) and other.references == self.references
+
+    def __hash__(self) -> int:
+        return hash(self.references)
 
 
 def resolve_secret_text(text: str, environ: os._Environ[str] | dict[str, str] | None = None) -> str:

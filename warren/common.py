@@ -36,10 +36,14 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load(path: Path | None) -> WarrenConfig:
-    """The configuration, or exit 2 with one message naming the file, the field and the problem."""
+def load(path: Path | None, *, signing: bool = False) -> WarrenConfig:
+    """The configuration, or exit 2 with one message naming the file, the field and the problem.
+
+    Only a command that signs (the worker) passes ``signing``: the others load the file without the
+    endpoints' ``env:NAME`` secrets set (see ``load_config``).
+    """
     try:
-        return load_config(path)
+        return load_config(path, signing_secrets=signing)
     except ConfigError as exc:
         fail(f"invalid configuration {exc}", EXIT_USAGE)
 

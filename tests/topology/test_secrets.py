@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
-from warren.topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+from warren.topology.config import ConfigError, load_config
+from warren.topology.secrets import (
+    SecretError,
+    SigningSecrets,
+    UnresolvedSecrets,
+    WebhookSecret,
+    resolve_secret_text,
+)
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -64,3 +72,32 @@ def test_env_reference_resolves_from_the_given_environment() -> None:
 def test_env_reference_errors_name_the_variable(text: str, problem: str) -> None:
     with pytest.raises(SecretError, match=problem):
         resolve_secret_text(text, {"OTHER": SECRET})
+
+
+def test_a_command_that_signs_nothing_loads_without_the_secret_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an endpoint whose secret is env:MISSING_SECRET_X, and that variable not set
+    monkeypatch.delenv("MISSING_SECRET_X", raising=False)
+    path = tmp_path / "warren.toml"
+    path.write_text(
+        '[[endpoints]]\nname = "acme"\nurl = "https://example.com/h"\nsecret = "env:MISSING_SECRET_X"\nevents = ["#"]\n'
+    )
+    # When it is loaded for signing, it fails naming the variable
+    with pytest.raises(ConfigError, match="MISSING_SECRET_X"):
+        load_config(path)
+    # And loaded by a command that signs nothing, it loads; signing with it raises the same problem
+    config = load_config(path, signing_secrets=False)
+    secrets = config.endpoints[0].secret
+    assert isinstance(secrets, UnresolvedSecrets) and len(secrets) == 1
+    with pytest.raises(SecretError, match="MISSING_SECRET_X"):
+        list(secrets)
+    # And a dump keeps the reference, never a made-up key
+    assert config.model_dump(mode="json")["endpoints"][0]["secret"] == ["env:MISSING_SECRET_X"]
+
+
+def test_a_malformed_literal_secret_fails_even_for_a_command_that_signs_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "warren.toml"
+    path.write_text('[[endpoints]]\nname = "a"\nurl = "https://example.com/h"\nsecret = "nope"\nevents = ["#"]\n')
+    with pytest.raises(ConfigError, match="whsec_"):
+        load_config(path, signing_secrets=False)

@@ -22,7 +22,7 @@ def worker(
     ] = None,
 ) -> None:
     """Consume the endpoints' queues and deliver webhooks until SIGTERM or SIGINT."""
-    cfg = load(config)
+    cfg = load(config, signing=True)
     if log_format not in (None, "text", "json"):
         fail("--log-format is text or json", EXIT_USAGE)
     configure_logging(log_format or cfg.worker.log_format)
