@@ -15,7 +15,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, connect_once, redact_url
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.management import ManagementClient
 from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
@@ -236,6 +236,15 @@ async def _declare(connection: AbstractConnection, plan: Plan) -> None:
             await channel.close()
 
 
+async def _check_amqp(url: str) -> None:
+    """A dry run compares through the management API; it gates a deploy only if AMQP, which declares, works too."""
+    try:
+        connection = await connect_once(url, name="warren-setup-dry-run")
+    except BrokerUnavailable as exc:
+        raise BrokerUnavailable(f"dry run could not be completed: {exc}") from exc
+    await connection.close()
+
+
 async def apply_setup(
     config: WarrenConfig,
     *,
@@ -264,6 +273,7 @@ async def apply_setup(
     if not report.ok:
         raise SetupFailed(report)
     if dry_run:
+        await _check_amqp(broker.url)
         if prune_leftovers:
             report.leftovers = preview(leftovers, state.queues, force)
         return report

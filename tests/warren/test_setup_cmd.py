@@ -132,3 +132,16 @@ async def test_broker_down_exits_1_with_one_line(tmp_path: Path) -> None:
     assert run.code == 1
     assert "Traceback" not in run.err
     assert run.err.startswith("error: management API at http://127.0.0.1:9 unreachable")
+
+
+async def test_a_dry_run_that_cannot_reach_amqp_exits_1(tmp_path: Path, rabbit_server: RabbitServer) -> None:
+    # Given a reachable management API but nobody listening on the AMQP URL (port 1)
+    config = write_config(
+        tmp_path / "noamqp.toml", "amqp://guest:guest@127.0.0.1:1/%2F", rabbit_server.management_url, "x"
+    )
+    # When a dry run is asked to gate a deploy
+    run = await warren("setup", "--config", str(config), "--dry-run")
+    # Then it does not pass: exit 1, one line saying the dry run could not be completed and why
+    assert run.code == 1, run.out
+    assert "Traceback" not in run.err
+    assert run.err.startswith("error: dry run could not be completed: cannot connect to RabbitMQ at amqp://"), run.err
