@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from warren.topology.durations import parse_duration
+from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.errors import WarrenError
 from warren.topology.secrets import (
     ENV_REFERENCE,
@@ -595,10 +596,16 @@ def _location(loc: tuple[int | str, ...], data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _problems(error: ValidationError, data: dict[str, Any]) -> list[str]:
+def _problems(error: ValidationError, data: dict[str, Any], overrides: dict[tuple[str, ...], str]) -> list[str]:
+    """One line per validation error; a value that came from a WARREN_* variable names the variable."""
     problems = []
     for detail in error.errors(include_input=False, include_url=False):
-        where = _location(tuple(detail["loc"]), data)
+        loc = tuple(detail["loc"])
+        where = _location(loc, data)
+        words = tuple(str(part).lower() for part in loc)
+        variable = next((overrides[words[:n]] for n in range(len(words), 0, -1) if words[:n] in overrides), None)
+        if variable is not None:
+            where += f" (set by {variable})"
         message = detail["msg"].removeprefix("Value error, ")
         problems.append(f"{where}: {message}" if where else message)
     return problems
@@ -624,13 +631,17 @@ def load_config(path: str | os.PathLike[str] | None = None, *, signing_secrets: 
         raise ConfigError(str(file), [f"cannot read: {exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(file), [f"not valid TOML: {exc}"]) from None
+    in_environment = f"{file} (with the WARREN_* environment)"
+    if problems := override_problems(os.environ, WarrenConfig):
+        raise ConfigError(in_environment, problems)
+    overrides = {path: name for name, path in override_variables(os.environ, WarrenConfig).items()}
     resolving = _RESOLVE_SIGNING_SECRETS.set(signing_secrets)
     try:
         return WarrenConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(str(file), _problems(exc, data)) from None
+        raise ConfigError(str(file), _problems(exc, data, overrides)) from None
     except SettingsError as exc:
         # A WARREN_* variable holding malformed JSON (e.g. WARREN_ENDPOINTS='[{'): the environment's fault.
-        raise ConfigError(f"{file} (with the WARREN_* environment)", [str(exc)]) from None
+        raise ConfigError(in_environment, [str(exc)]) from None
     finally:
         _RESOLVE_SIGNING_SECRETS.reset(resolving)

@@ -42,7 +42,8 @@ def test_a_missing_secret_variable_is_named_and_the_secret_never_printed(tmp_pat
     bad.write_text(
         '[[endpoints]]\nname = "acme"\nurl = "https://x.example/"\nsecret = "env:ACME_SECRET_UNSET"\nevents = ["a"]\n'
     )
-    result = warren("topology", "export", "--config", str(bad))
+    # The worker signs, so it needs the variable (the other commands load without it: test_example_config.py)
+    result = warren("worker", "--config", str(bad))
     assert result.returncode == 2
     assert "ACME_SECRET_UNSET" in result.stderr and "endpoints[0] ('acme').secret" in result.stderr
     assert "Traceback" not in result.stderr
@@ -61,3 +62,16 @@ def test_warren_config_environment_variable_names_the_file(tmp_path: Path) -> No
     result = warren("topology", "show", env={"WARREN_CONFIG": str(bad)})
     assert result.returncode == 2
     assert "from-env.toml" in result.stderr and "retry.max_attempts" in result.stderr
+
+
+@pytest.mark.parametrize("variable", ["WARREN_RETYR__CAP", "WARREN_RETRY__MAX_ATEMPTS", "WARREN_ENDPOINTS__0__URL"])
+def test_a_mistaken_environment_override_exits_2_naming_the_variable(tmp_path: Path, variable: str) -> None:
+    # Given a good file and an override that names nothing it can set
+    good = tmp_path / "warren.toml"
+    good.write_text('[broker]\nprefix = "x"\n', encoding="utf-8")
+    # When a command loads it
+    result = warren("topology", "show", "--config", str(good), env={variable: "10m"})
+    # Then it stops with exit 2 and one line naming the variable, never ignoring it
+    assert result.returncode == 2, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{variable}: " in lines[0] and "WARREN_* environment" in lines[0], result.stderr
