@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +11,7 @@ import orjson
 from warren.broker.events import Event
 from warren.topology.errors import EventError
 
-__all__ = ["BadLine", "event_from_fields", "read_event_lines"]
+__all__ = ["BadLine", "aread_event_lines", "event_from_fields", "parse_event_line", "read_event_lines"]
 
 _FIELDS = {"type", "data", "id", "key", "sequence"}
 
@@ -42,20 +42,33 @@ def event_from_fields(fields: dict[str, Any]) -> Event:
     return Event(**kwargs)
 
 
+def parse_event_line(number: int, raw: str | bytes) -> Event | BadLine | None:
+    """Line ``number`` as an Event, or a BadLine saying why not; None for a blank line."""
+    if not raw.strip():
+        return None
+    try:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return BadLine(number, f"not JSON: {exc}")
+    if not isinstance(fields, dict):
+        return BadLine(number, "not a JSON object")
+    try:
+        return event_from_fields(fields)
+    except EventError as exc:
+        return BadLine(number, str(exc))
+
+
 def read_event_lines(lines: Iterable[str | bytes]) -> Iterator[Event | BadLine]:
     """Each non-blank line as an Event, or a BadLine saying which line and why; blank lines are skipped."""
     for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            fields = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            yield BadLine(number, f"not JSON: {exc}")
-            continue
-        if not isinstance(fields, dict):
-            yield BadLine(number, "not a JSON object")
-            continue
-        try:
-            yield event_from_fields(fields)
-        except EventError as exc:
-            yield BadLine(number, str(exc))
+        if (item := parse_event_line(number, raw)) is not None:
+            yield item
+
+
+async def aread_event_lines(lines: AsyncIterable[bytes]) -> AsyncIterator[Event | BadLine]:
+    """``read_event_lines`` for lines that arrive over time (a live pipe)."""
+    number = 0
+    async for raw in lines:
+        number += 1
+        if (item := parse_event_line(number, raw)) is not None:
+            yield item

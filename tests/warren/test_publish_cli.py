@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+import time
 from pathlib import Path
 
 import aio_pika
 import orjson
 import pytest
 
-from tests.support.cli import warren
+from tests.support.cli import clean_env, warren
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.topology import names
@@ -99,3 +102,49 @@ async def test_bad_flags_exit_2(configured) -> None:  # type: ignore[no-untyped-
     assert code == 2 and "--data is not JSON" in err and "Traceback" not in err
     code, _, err = await warren("publish", "--config", str(path), "--type", "bad type!", "--data", "1")
     assert code == 2 and "event type" in err
+
+
+async def test_a_live_pipe_publishes_each_line_as_it_arrives(configured) -> None:  # type: ignore[no-untyped-def]
+    # Given `warren publish --file -` reading a pipe that stays open, and a consumer on the endpoint's queue
+    config, path = configured
+    connection = await aio_pika.connect(config.broker.url)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", "publish", "--file", "-", "--config", str(path),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=clean_env(),
+    )  # fmt: skip
+    assert process.stdin is not None
+    arrived: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+    async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        arrived.put_nowait((time.monotonic(), message.body))
+
+    def line(n: int) -> bytes:
+        return orjson.dumps({"type": "order.paid", "data": {"n": n}, "id": f"live-{n}"}) + b"\n"
+
+    try:
+        queue = await (await connection.channel()).get_queue(names.work_queue(config.broker.prefix, "sink"))
+        await queue.consume(on_message, no_ack=True)
+        # When a first line arrives (once it is delivered, the command is connected and reading)
+        process.stdin.write(line(1))
+        await process.stdin.drain()
+        _, first = await asyncio.wait_for(arrived.get(), 15)
+        # And then one more line is written, and the pipe left open
+        written = time.monotonic()
+        process.stdin.write(line(2))
+        await process.stdin.drain()
+        # Then that event is delivered within a second, while the command still waits for more
+        at, second = await asyncio.wait_for(arrived.get(), 5)
+        assert at - written < 1.0, at - written
+        assert [orjson.loads(b)["id"] for b in (first, second)] == ["live-1", "live-2"]
+        assert process.returncode is None
+        # And the end of the pipe finishes the command, both events counted
+        process.stdin.close()
+        out, err = await asyncio.wait_for(process.communicate(), 20)
+        assert process.returncode == 0, err
+        assert "published 2 event(s)" in out.decode()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await connection.close()

@@ -12,8 +12,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from warren.broker.connection import connect
-from warren.broker.event_lines import BadLine, event_from_fields, read_event_lines
+from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fields
 from warren.broker.events import Event
+from warren.broker.line_stream import stream_lines
 from warren.broker.publisher import Publisher
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.topology.config import WarrenConfig
@@ -31,7 +32,7 @@ async def _publish_one(config: WarrenConfig, event: Event) -> None:
 
 
 async def _publish_file(config: WarrenConfig, source: str) -> int:
-    # Lines are read as the publisher asks for them; a local file read blocks for microseconds, not I/O waits.
+    # Read by a thread (broker/line_stream.py): a line on a live pipe is published as soon as it arrives.
     stream = sys.stdin.buffer if source == "-" else Path(source).open("rb")  # noqa: SIM115, ASYNC230
     bad: list[BadLine] = []
     failed: list[tuple[str, PublishError]] = []
@@ -50,7 +51,7 @@ async def _publish_file(config: WarrenConfig, source: str) -> int:
             task = progress.add_task("publish", total=None)
 
             async def events() -> AsyncIterator[Event]:
-                for item in read_event_lines(stream):
+                async for item in aread_event_lines(stream_lines(stream)):
                     if isinstance(item, BadLine):
                         bad.append(item)
                         err_console.print(f"line {item.line}: {item.reason}", highlight=False)
