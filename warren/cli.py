@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
+from warren import __version__
 from warren.commands import (
     api_cmd,
     dlq_cmd,
@@ -24,7 +27,35 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"warren {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", help="Print the version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
+) -> None:
+    """Warren: webhook delivery on RabbitMQ — signed, retried inside the broker, ordered per key."""
+
+
+def _option_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    """A flag takes no value: Typer 0.29 renders one as ``--dry-run <bool>``, as if it needed one."""
+    if self.is_flag or self.count:
+        return None
+    return _typed_option(self, ctx)
+
+
+_typed_option = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
 topology_cmd.register(app)
 api_cmd.register(app)
 setup_cmd.register(app)
