@@ -39,10 +39,11 @@ def _env() -> dict[str, str]:
     return {**clean, "COLUMNS": "220"}
 
 
-async def warren(config_path: Path, *args: str, stdin: bytes | None = None) -> Run:
+async def warren(config_path: Path, *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Run:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "warren", *args, "--config", str(config_path),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=env or _env(),
     )  # fmt: skip
     out, err = await asyncio.wait_for(process.communicate(stdin or b""), 40)
     assert process.returncode is not None
@@ -216,3 +217,22 @@ async def test_a_dlq_with_a_delivery_limit_is_not_read(down: tuple[WarrenConfig,
     # Then the command refuses, says why, and the message was never delivered
     assert refused.code == 1 and "delivery limit of 5" in refused.err
     assert await wait_depth(config, dlq, 1) == 1
+
+
+async def test_an_80_column_terminal_keeps_each_id_whole_and_the_last_error(down: tuple[WarrenConfig, Path]) -> None:
+    # Given dead letters with long ids and a last error, and a terminal 80 columns wide
+    config, path = down
+    events = [Event(type="order.refunded", data={"i": i}, key=f"cust-{i}") for i in range(3)]
+    await seed_dead_letters(config, "down", events)
+    env = {**_env(), "COLUMNS": "80"}
+    # When they are listed, and a replay is dry-run
+    runs = [
+        await warren(path, *args, env=env)
+        for args in (("dlq", "list", "down"), ("dlq", "replay", "down", "--dry-run", "--type", "#"))
+    ]
+    # Then every id is on the screen whole, no line is wider than the terminal, and the list shows the last error
+    for run in runs:
+        assert run.code == 0, run.err
+        assert all(event.id in run.out for event in events), run.out
+        assert max(len(line) for line in run.out.splitlines()) <= 80, run.out
+    assert runs[0].out.count("HTTP 500") >= 3 and "cust-2" in runs[0].out, runs[0].out

@@ -142,7 +142,7 @@ def list_letters(
         return
     queue = names.dlq(cfg.broker.prefix, name)
     order = "newest first" if newest else "oldest first"
-    console.print(letters_table(chosen, f"{queue} · {order}"))
+    console.print(letters_table(chosen, f"{queue} · {order}", console.width))
     console.print(f"{len(chosen)} shown of {depth} dead letter(s){_scan_note(len(letters), depth)}", highlight=False)
 
 
@@ -209,7 +209,7 @@ async def _replay_filtered(
         progress.update(task, total=len(chosen))
     exchange = names.endpoint_exchange(prefix, endpoint)
     if dry_run:
-        console.print(moves_table(chosen, f"would replay to {exchange}"))
+        console.print(moves_table(chosen, f"would replay to {exchange}", console.width))
         console.print(
             f"dry run: {len(chosen)} of {depth} dead letter(s) would be replayed client-side"
             + (f" ({type_counts(chosen)})" if chosen else "")

@@ -15,9 +15,10 @@ from rich.text import Text
 
 from warren.broker.dlq.letters import DeadLetter, format_ms, json_safe
 
-__all__ = ["letter_detail", "letters_table", "moves_table", "type_counts"]
+__all__ = ["WIDE", "letter_detail", "letters_table", "moves_table", "type_counts"]
 
 ERROR_WIDTH = 60
+WIDE = 150  # terminal columns from which each field has a column of its own; below, two lines per letter
 
 
 def _when(ms: int | None) -> str:
@@ -29,13 +30,35 @@ def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def letters_table(letters: Sequence[DeadLetter], title: str) -> Table:
-    """The ``dlq list`` table: event id, type, key, attempts, first attempt, dead at, last status, last error."""
+def _error(letter: DeadLetter) -> str:
+    error = letter.last_error or letter.dead_reason or ""
+    return error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…"
+
+
+def _narrow(letters: Sequence[DeadLetter], title: str, with_error: bool) -> RenderableType:
+    """Below WIDE columns: the id whole, type and death on its line; the rest indented beneath, wrapped."""
+    lines: list[RenderableType] = [Text(title, "italic")]
+    for letter in letters:
+        lines.append(Text(f"{letter.event_id}  {letter.event_type}  dead {_when(letter.dead_ms)}"))
+        details = [f"{_cell(letter.attempts)} attempt(s)", f"key {_cell(letter.key)}"]
+        if with_error:
+            first, status = _when(letter.first_attempt_ms), _cell(letter.last_status)
+            details += [f"first {first}", f"status {status}", _error(letter)]
+        lines.append(Text("  " + " · ".join(details), "dim"))
+    return Group(*lines)
+
+
+def letters_table(letters: Sequence[DeadLetter], title: str, width: int = WIDE) -> RenderableType:
+    """The ``dlq list`` table: event id, type, key, attempts, first attempt, dead at, last status, last error.
+
+    On a terminal narrower than WIDE, two lines per letter (``_narrow``), so that no id is cut.
+    """
+    if width < WIDE:
+        return _narrow(letters, title, with_error=True)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("event id", "type", "key", "attempts", "first attempt", "dead at", "status", "last error"):
         table.add_column(column, no_wrap=column != "last error", overflow="fold")
     for letter in letters:
-        error = letter.last_error or letter.dead_reason or ""
         table.add_row(
             escape(letter.event_id),
             escape(letter.event_type),
@@ -44,13 +67,15 @@ def letters_table(letters: Sequence[DeadLetter], title: str) -> Table:
             _when(letter.first_attempt_ms),
             _when(letter.dead_ms),
             _cell(letter.last_status),
-            escape(error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…"),
+            escape(_error(letter)),
         )
     return table
 
 
-def moves_table(letters: Sequence[DeadLetter], title: str) -> Table:
+def moves_table(letters: Sequence[DeadLetter], title: str, width: int = WIDE) -> RenderableType:
     """What a dry run would replay: enough to recognise each message."""
+    if width < WIDE:
+        return _narrow(letters, title, with_error=False)
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("event id", "type", "key", "attempts", "dead at"):
         table.add_column(column, no_wrap=True)
