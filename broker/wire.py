@@ -24,6 +24,7 @@ __all__ = [
     "H_KEY",
     "H_LAST_ATTEMPT",
     "H_LAST_ERROR",
+    "H_LAST_RESPONSE",
     "H_LAST_STATUS",
     "H_PUBLISHED",
     "H_REPLAYED",
@@ -43,6 +44,7 @@ H_FIRST_ATTEMPT = "warren-first-attempt-ms"
 H_LAST_ATTEMPT = "warren-last-attempt-ms"
 H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when there was no response
 H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
+H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"

@@ -23,6 +23,9 @@ __all__ = [
 
 HISTORY_LIMIT = 5  # attempts kept in the warren-history header: enough to tell the story, bounded in size
 ERROR_TEXT_LIMIT = 300
+# The response excerpt (delivery.response_body_limit, 2 KiB by default) is capped again for the header: a
+# larger limit must not make the dead letter's headers too large to publish (RabbitMQ's frame size).
+RESPONSE_HEADER_LIMIT = 4096
 
 
 class MalformedMessage(ValueError):
@@ -162,8 +165,12 @@ def dead_headers(
     status: int = 0,
     error: str | None = None,
     duration: float = 0.0,
+    response: str = "",
 ) -> dict[str, Any]:
-    """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database."""
+    """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database.
+
+    ``response`` is the excerpt of the last attempt's response body the worker read (none without a response).
+    """
     now_ms = int(time.time() * 1000)
     if delivery is not None and attempt_ms is not None:
         out = retry_headers(headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration)
@@ -172,4 +179,6 @@ def dead_headers(
     out[wire.H_ENDPOINT] = endpoint
     out[wire.H_DEAD_REASON] = reason[:ERROR_TEXT_LIMIT]
     out[wire.H_DEAD_AT] = now_ms
+    if response:
+        out[wire.H_LAST_RESPONSE] = response[:RESPONSE_HEADER_LIMIT]
     return out

@@ -555,6 +555,7 @@ class EndpointRunner:
             status=result.status_code if result else 0,
             error=(result.error or (f"HTTP {result.status}" if result.status else None)) if result else reason,
             duration=result.duration if result else 0.0,
+            response=result.response_excerpt if result else "",
         )
         if result is None:
             log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint.name})

@@ -36,6 +36,7 @@ class DeadLetter:
     headers: Mapping[str, Any]
     body: bytes
     envelope: Any  # the parsed JSON body, or None when it is not JSON (a malformed message)
+    last_response: str | None = None  # the start of the last response's body, when there was one
 
     def summary(self) -> dict[str, Any]:
         """The row of ``dlq list --json``: the table's columns, times as ms and ISO 8601."""
@@ -63,6 +64,7 @@ class DeadLetter:
             **self.summary(),
             "endpoint": self.endpoint,
             "last_attempt_ms": self.last_attempt_ms,
+            "last_response": self.last_response,
             "position": self.position,
             "headers": json_safe(dict(self.headers)),
             "envelope": body,
@@ -131,6 +133,7 @@ def dead_letter_from(
         headers=dict(headers),
         body=body,
         envelope=envelope,
+        last_response=_text(headers.get(wire.H_LAST_RESPONSE)) or None,
     )
 
 

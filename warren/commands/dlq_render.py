@@ -111,6 +111,7 @@ def letter_detail(letter: DeadLetter, copy: int, copies: int) -> RenderableType:
         ("dead at", _when(letter.dead_ms)),
         ("last status", _cell(letter.last_status)),
         ("last error", _cell(letter.last_error)),
+        ("last response", _cell(letter.last_response)),
         ("dead reason", _cell(letter.dead_reason)),
         ("queue position", f"{letter.position} (0 = head, the oldest)"),
     ]
