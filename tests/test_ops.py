@@ -56,3 +56,40 @@ def test_every_metric_named_exists() -> None:
     used_rabbit = {name for expr in expressions() for name in RABBIT_NAME.findall(expr)}
     assert used_warren and used_warren <= known, used_warren - known
     assert used_rabbit and used_rabbit <= RABBIT_SERIES, used_rabbit - RABBIT_SERIES
+
+
+def _rules() -> list[dict[str, object]]:
+    rules: list[dict[str, object]] = yaml.safe_load((ROOT / "ops/prometheus/alerts.yml").read_text())["groups"][0][
+        "rules"
+    ]
+    return rules
+
+
+# Which family of /metrics/detailed each series comes from [3.10.8]
+RABBIT_FAMILY = {
+    "rabbitmq_detailed_queue_messages_ready": "queue_coarse_metrics",
+    "rabbitmq_detailed_queue_messages_unacked": "queue_coarse_metrics",
+    "rabbitmq_detailed_queue_messages": "queue_coarse_metrics",
+    "rabbitmq_detailed_queue_consumers": "queue_consumer_count",
+}
+
+
+def test_the_scrape_setting_in_the_header_asks_for_every_family_the_rules_use() -> None:
+    # Given the scrape setting the header of alerts.yml tells operators to use
+    text = (ROOT / "ops/prometheus/alerts.yml").read_text()
+    header = text[: text.index("groups:")]
+    asked = set(re.findall(r"family=([a-z_]+)", header))
+    # Then every RabbitMQ series a rule reads comes from a family it asks for (else the rule can never fire)
+    used = {name for rule in _rules() for name in RABBIT_NAME.findall(str(rule["expr"]))}
+    assert "rabbitmq_detailed_queue_consumers" in used
+    assert {RABBIT_FAMILY[name] for name in used} <= asked, {RABBIT_FAMILY[name] for name in used} - asked
+    # And the docs' scrape_configs ask for the same families under the same job names
+    docs = (ROOT / "docs/operations.md").read_text()
+    assert "family: [queue_coarse_metrics, queue_consumer_count]" in docs
+    assert 'job "warren-workers"' in header and "job_name: warren-workers" in docs
+
+
+def test_a_dead_worker_is_caught() -> None:
+    rule = next(r for r in _rules() if r["alert"] == "WarrenWorkerDown")
+    assert rule["expr"] == 'up{job="warren-workers"} == 0'
+    assert rule["for"] and rule["labels"] == {"severity": "critical"}
