@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,10 @@ def test_compose_file_matches_the_compose_specification(compose: dict[str, Any])
 
 def test_rabbitmq_runs_the_management_image_with_every_plugin_warren_needs(compose: dict[str, Any]) -> None:
     rabbit = compose["services"]["rabbitmq"]
-    assert rabbit["image"] == "rabbitmq:3.13-management"
+    # A version the test suite runs on (3.10.8 on the system, 4.0.5 for the second leg), exact
+    assert (
+        rabbit["image"] in {"rabbitmq:4.0.5-management", "rabbitmq:3.10.8-management"} or "@sha256:" in rabbit["image"]
+    )
     # Given the enabled_plugins file the service mounts
     mount = next(v for v in rabbit["volumes"] if v.endswith(":/etc/rabbitmq/enabled_plugins:ro"))
     text = (ROOT / mount.split(":")[0]).read_text(encoding="utf-8")
@@ -65,3 +70,67 @@ def test_the_worker_starts_after_setup_succeeded(compose: dict[str, Any]) -> Non
     assert worker["depends_on"]["setup"]["condition"] == "service_completed_successfully"
     url = worker["environment"]["WARREN_BROKER__URL"]
     assert url.startswith("amqp://") and "@rabbitmq:" in url
+
+
+def test_images_are_pinned_with_a_word_on_their_digest() -> None:
+    # Given the compose file and the Dockerfile as text (comments included)
+    text = (ROOT / "compose.yaml").read_text(encoding="utf-8")
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    # Then each image is an exact version, and either carries its digest or says how to pin one
+    for source, image in (
+        (text, re.search(r"image: (rabbitmq:\S+)", text)),
+        (dockerfile, re.search(r"^FROM (\S+)", dockerfile, re.M)),
+    ):
+        assert image is not None
+        name = image.group(1)
+        assert re.search(r":\d+\.\d+\.\d+", name), f"{name} is not an exact version"
+        assert "@sha256:" in name or "imagetools inspect" in source, f"{name}: no digest and no way to pin one"
+
+
+def test_the_image_runs_the_tested_python_with_the_tested_versions() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    # The base image is the Python the tests run on
+    tested = ".".join(map(str, sys.version_info[:3]))
+    assert re.search(rf"^FROM python:{re.escape(tested)}-slim", dockerfile, re.M), tested
+    # It copies the package and the three folders warren/ links to, and installs with the postgres extra and
+    # the constraints file, which pins exactly the versions installed here (where the tests ran)
+    for folder in ("topology", "broker", "consumers", "warren"):
+        assert f"COPY {folder} ./{folder}" in dockerfile
+    assert 'pip install -c constraints.txt ".[postgres]"' in dockerfile and "constraints.txt" in dockerfile
+    assert re.search(r"^HEALTHCHECK .*readyz", dockerfile, re.M | re.S)
+    pins = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
+    assert not any(name.lower() == "warren-webhooks" for name in pins)
+    wanted = [re.split(r"[<>=!~; \[]", r, maxsplit=1)[0] for r in metadata.requires("warren-webhooks") or []]
+    for name in {w for w in wanted if w and w != "warren-webhooks"}:
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # a dependency of another platform (uvloop on Windows)
+        found = {k.lower().replace("_", "-"): v for k, v in pins.items()}.get(name.lower().replace("_", "-"))
+        assert found == installed, f"{name}: constraints.txt says {found}, the tests ran on {installed}"
+
+
+def test_the_worker_is_healthy_only_when_ready(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["worker"]
+    port = worker["environment"]["WARREN_WORKER__METRICS_PORT"]
+    assert worker["environment"]["WARREN_WORKER__METRICS_HOST"] == "0.0.0.0"
+    assert f"http://127.0.0.1:{port}/readyz" in " ".join(worker["healthcheck"]["test"])
+    # The shared settings are kept (a YAML merge is shallow: the worker's environment must merge them again)
+    assert (
+        worker["environment"]["WARREN_BROKER__URL"] == compose["services"]["setup"]["environment"]["WARREN_BROKER__URL"]
+    )
+    assert "ACME_WEBHOOK_SECRET" in worker["environment"]
+
+
+def test_the_api_serves_the_ingest_endpoint_after_setup(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    assert api["command"] == ["api"]
+    assert api["depends_on"]["setup"]["condition"] == "service_completed_successfully"
+    environment = api["environment"]
+    port = environment["WARREN_API__PORT"]
+    assert environment["WARREN_API__HOST"] == "0.0.0.0" and f"{port}:{port}" in api["ports"][0]
+    assert (
+        json.loads(environment["WARREN_API__TOKENS"]) == ["env:WARREN_API_TOKEN"] and "WARREN_API_TOKEN" in environment
+    )
+    assert f"http://127.0.0.1:{port}/readyz" in " ".join(api["healthcheck"]["test"])
+    assert "@rabbitmq:" in environment["WARREN_BROKER__URL"]

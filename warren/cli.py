@@ -49,13 +49,16 @@ def _main(
 
 def _option_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
     """A flag takes no value: Typer 0.29 renders one as ``--dry-run <bool>``, as if it needed one."""
-    if self.is_flag or self.count:
+    if self.is_flag or self.count or _typed_option is None:
         return None
-    return _typed_option(self, ctx)
+    result: str | None = _typed_option(self, ctx)
+    return result
 
 
-_typed_option = typer.core.TyperOption.display_type_rich
-typer.core.TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
+# Only where Typer has that rendering hook (0.29); other versions are left as they are.
+_typed_option = getattr(typer.core.TyperOption, "display_type_rich", None)
+if _typed_option is not None:
+    typer.core.TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
 topology_cmd.register(app)
 api_cmd.register(app)
 setup_cmd.register(app)
