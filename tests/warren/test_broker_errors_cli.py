@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -24,11 +25,13 @@ COMMANDS = [
 
 def _config(make_config: Any, tmp_path: Path, url: str, name: str) -> Path:
     config = make_config([{"name": "acme", "url": "http://127.0.0.1:9/h", "events": ["#"]}])
+    if url == MISSING_VHOST:  # the test broker's own address, with a vhost it does not have
+        url = urlunsplit(urlsplit(config.broker.url)._replace(path="/no-such-vhost"))
     broken = config.model_copy(update={"broker": config.broker.model_copy(update={"url": url})})
     return write_config(tmp_path, broken, name)
 
 
-MISSING_VHOST = "amqp://guest:guest@127.0.0.1:5672/no-such-vhost"
+MISSING_VHOST = "amqp://guest:guest@test-broker/no-such-vhost"  # stands for the test broker (see _config)
 NO_BROKER = "amqp://guest:guest@127.0.0.1:1/"
 # What the one line says: the missing vhost and what to do about it; or that nobody answered.
 EXPECTED = {

@@ -62,12 +62,13 @@ async def test_setup_prune_and_dry_run_leave_a_running_fleet_alone(
         f"{names.partition_queue(prefix, 'ledger', i)}.owner" for i in range(4)
     }, runtime
     assert f"{prefix}.ep.ledger.roster" in runtime and names.health_roster(prefix, "acme") in runtime
-    # When setup, setup --prune and setup --prune --dry-run run while they work
+    # When setup, setup --prune, setup --dry-run and setup --prune --dry-run run while they work
     plain = await warren("setup", "--config", str(path))
     pruned = await warren("setup", "--prune", "--config", str(path))
-    dry = await warren("setup", "--prune", "--dry-run", "--config", str(path))
+    dry = await warren("setup", "--dry-run", "--config", str(path))
+    dry_prune = await warren("setup", "--prune", "--dry-run", "--config", str(path))
     # Then each exits 0 with no change, no leftover and no warning about partitions
-    for run in (plain, pruned, dry):
+    for run in (plain, pruned, dry, dry_prune):
         assert run.code == 0, (run.out, run.err)
         assert "No change" in run.out, run.out
         assert "Leftovers" not in run.out and "warning" not in run.out, run.out
