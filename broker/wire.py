@@ -18,6 +18,7 @@ __all__ = [
     "H_ATTEMPT",
     "H_DEAD_AT",
     "H_DEAD_REASON",
+    "H_DELIVERY_COUNT",
     "H_ENDPOINT",
     "H_FIRST_ATTEMPT",
     "H_HISTORY",
@@ -50,6 +51,7 @@ H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"
 H_HISTORY = "warren-history"  # JSON list of the last few attempts, bounded
 H_REPLAYED = "warren-replayed"  # set by replay: the worker starts a fresh attempt budget
+H_DELIVERY_COUNT = "x-delivery-count"  # set by quorum queues: how many times the message was returned
 H_SHOVELLED = "x-shovelled"  # added by a shovel with dest-add-forward-headers: marks a shovel replay [3.10.8]
 H_SOURCE = "warren-source"  # inbound: the configured source a received webhook came from
 H_REQUEST_HEADERS = "warren-request-headers"  # inbound: the HTTP request's headers (a table, names lowercased)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -16,6 +17,8 @@ __all__ = [
     "Delivery",
     "MalformedMessage",
     "dead_headers",
+    "delivery_count",
+    "history_record",
     "is_replayed",
     "parse_delivery",
     "retry_headers",
@@ -47,6 +50,15 @@ class Delivery:
     def age(self, now_ms: int) -> float:
         return max(0, now_ms - self.published_ms) / 1000
 
+    def continued(self, attempts_made: int, first_attempt_ms: int | None, history: list[dict[str, Any]]) -> Delivery:
+        """The same message after attempts made while it was held unacked (its headers cannot change then)."""
+        return replace(
+            self,
+            attempts_made=attempts_made,
+            first_attempt_ms=first_attempt_ms,
+            history=tuple(history[-HISTORY_LIMIT:]),
+        )
+
 
 def _int(value: object, default: int) -> int:
     if isinstance(value, bool):
@@ -69,6 +81,36 @@ def _history(value: object) -> tuple[dict[str, Any], ...]:
     except orjson.JSONDecodeError:
         return ()
     return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+
+
+# Characters no id, type or key may hold: C0 controls, DEL, C1 controls and the Unicode line separators.
+# A newline in an id would reach an HTTP header (aiohttp refuses it) and a log line (forging entries).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _text(name: str, value: object, *, required: bool = True) -> str | None:
+    """A text field of the message, refused as malformed when it is empty or holds control characters."""
+    if value is None and not required:
+        return None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise MalformedMessage(f"{name} is not UTF-8") from None
+    if not isinstance(value, str) or not value:
+        raise MalformedMessage(f"{name} is not a non-empty string")
+    if _CONTROL.search(value):
+        raise MalformedMessage(f"{name} {value!r} holds control characters")
+    return value
+
+
+def delivery_count(headers: Mapping[str, Any]) -> int:
+    """How many times RabbitMQ has returned this message to its queue (``x-delivery-count``; 0 when absent).
+
+    Quorum queues count every return: a nack with requeue, a closed channel or connection (checked on 3.10.8,
+    which sends 0 on the first delivery, and 4.0.5, which sends no header then).
+    """
+    return max(0, _int(headers.get(wire.H_DELIVERY_COUNT), 0))
 
 
 def is_replayed(headers: Mapping[str, Any]) -> bool:
@@ -100,15 +142,17 @@ def parse_delivery(
     missing = [k for k in ("id", "type", "timestamp", "data") if k not in envelope]
     if missing:
         raise MalformedMessage(f"envelope lacks {', '.join(missing)}")
-    event_id = envelope["id"]
-    if not isinstance(event_id, str) or not event_id:
-        raise MalformedMessage("envelope id is not a non-empty string")
+    event_id = _text("envelope id", envelope["id"])
+    event_type = _text("envelope type", envelope["type"])
+    _text("envelope key", envelope.get("key"), required=False)
+    _text(f"header {wire.H_KEY}", headers.get(wire.H_KEY), required=False)
+    assert event_id is not None and event_type is not None
     if message_id and message_id != event_id:
         raise MalformedMessage(f"message_id {message_id!r} differs from the envelope id {event_id!r}")
     replayed = is_replayed(headers)
     return Delivery(
         event_id=event_id,
-        event_type=str(envelope["type"]),
+        event_type=event_type,
         body=body,
         attempts_made=0 if replayed else max(0, _int(headers.get(wire.H_ATTEMPT), 0)),
         # A replay starts a fresh budget, so its age counts from the replay, not from the first publish.
@@ -118,7 +162,7 @@ def parse_delivery(
     )
 
 
-def _attempt_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:
+def history_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:
     record: dict[str, Any] = {"at": at_ms, "status": status, "ms": round(duration * 1000)}
     if error:
         record["error"] = error[:ERROR_TEXT_LIMIT]
@@ -144,7 +188,7 @@ def retry_headers(
 ) -> dict[str, Any]:
     """Headers of the next attempt's message: the counter, the first/last attempt, the bounded history."""
     out = _carry(headers)
-    history = [*delivery.history, _attempt_record(attempt_ms, status, error, duration)][-HISTORY_LIMIT:]
+    history = [*delivery.history, history_record(attempt_ms, status, error, duration)][-HISTORY_LIMIT:]
     out[wire.H_ATTEMPT] = delivery.attempts_made + 1
     out[wire.H_FIRST_ATTEMPT] = delivery.first_attempt_ms or attempt_ms
     out[wire.H_LAST_ATTEMPT] = attempt_ms
@@ -166,12 +210,13 @@ def dead_headers(
     error: str | None = None,
     duration: float = 0.0,
     response: str = "",
+    dead_ms: int | None = None,
 ) -> dict[str, Any]:
     """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database.
 
     ``response`` is the excerpt of the last attempt's response body the worker read (none without a response).
     """
-    now_ms = int(time.time() * 1000)
+    now_ms = dead_ms if dead_ms is not None else int(time.time() * 1000)
     if delivery is not None and attempt_ms is not None:
         out = retry_headers(headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration)
     else:

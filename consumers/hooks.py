@@ -9,8 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from warren.consumers.classify import Verdict
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.transport import SendResult
 
 __all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
 
@@ -24,7 +23,7 @@ class AttemptRecord:
     attempt: int  # 1-based number of this attempt
     status: int | None
     error: str | None
-    duration: float  # seconds the HTTP request took
+    duration: float  # seconds the attempt took
     outcome: str  # delivered | retry | retry-in-place | exhausted | dead | disabled | parked
     next_delay: float | None
     age: float  # seconds since the event was published (or replayed)
@@ -48,7 +47,8 @@ class DeliveryGate(Protocol):
 
     async def acquire(self, endpoint: str) -> None: ...
 
-    def release(self, endpoint: str, result: AttemptResult | None, verdict: Verdict | None) -> None: ...
+    def release(self, endpoint: str, result: SendResult | None) -> None:
+        """The attempt is over: ``result`` is None when it was never made (a later gate refused, cancelled)."""
 
 
 @dataclass

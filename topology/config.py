@@ -218,6 +218,9 @@ class DeliverySettings(_Frozen):
     grace_period: Duration = 10.0
     ordered_hold_limit: PositiveDuration = 25 * 60.0
     user_agent: str = "Warren-Webhooks/0.1"
+    max_handbacks: int = Field(
+        default=1000, ge=1, description="times a message may be handed back to its queue before it is dead-lettered"
+    )
 
 
 def _resolve_token(value: object) -> object:

@@ -35,7 +35,7 @@ from warren.topology import names
 from warren.topology.backoff import RetryIn
 from warren.topology.config import ConfigError, InboundSource, WarrenConfig
 from warren.topology.errors import PublishError, TopologyError
-from warren.topology.planner import plan_topology
+from warren.topology.planner import delay_levels
 
 __all__ = ["Inbox"]
 
@@ -86,7 +86,7 @@ class Inbox:
         self._owns_connection = connection is None
         self._clock = clock
         self._rng = rng
-        self._levels = plan_topology(config).delay_levels
+        self._levels = delay_levels(config)
         self._sources: list[_Source] = []
         self._channels: list[AbstractChannel] = []
         self._publish_channel: AbstractChannel | None = None
