@@ -38,7 +38,7 @@ from warren.consumers.delivery import (
     history_record,
     parse_delivery,
 )
-from warren.consumers.hooks import AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked
+from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked
 from warren.consumers.settling import MOVE_FAILURE_PAUSE, Settler
 from warren.consumers.transport import Outcome, SendResult, Transport, failed_result
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -197,7 +197,11 @@ class EndpointRunner(EndpointConsumers):
             history.append(history_record(attempt_ms, result.status_code, result.error, result.duration))
             held = time.monotonic() - held_since
             decision = decide(result, self._context(result, attempts, current, attempt_ms, message, held))
-            self._report(current, attempts, result, decision, attempt_ms)
+            try:
+                self._report(current, attempts, result, decision, attempt_ms)
+            except Exception as exc:  # an observer failed: this attempt counts as failed, and it continues
+                await self._failed_handling(message, exc, (current.attempts_made, first_ms, history[:-1]))
+                return
             if isinstance(decision, Retry):
                 await asyncio.sleep(decision.delay)
                 continue
@@ -228,6 +232,7 @@ class EndpointRunner(EndpointConsumers):
         sent: SendResult | None = None  # what the gates are told: None unless the transport was reached
         started = time.monotonic()
         attempt_ms = self.settler.now_ms()
+        attempting = ATTEMPTING.set(delivery.event_id)
         try:
             try:
                 for gate in self.hooks.gates:
@@ -246,6 +251,7 @@ class EndpointRunner(EndpointConsumers):
                 result = failed_result(exc, time.monotonic() - started)
             return result, attempt_ms
         finally:
+            ATTEMPTING.reset(attempting)
             for gate in reversed(acquired):
                 try:
                     gate.release(name, sent)
@@ -336,8 +342,13 @@ class EndpointRunner(EndpointConsumers):
         if await self.return_partition(message):
             self._settled("handed-back")
 
-    async def _failed_handling(self, message: AbstractIncomingMessage, exc: Exception) -> None:
-        """An exception escaped the handling (an observer, the settling): count it as a failed attempt."""
+    async def _failed_handling(
+        self, message: AbstractIncomingMessage, exc: Exception, held: Held | None = None
+    ) -> None:
+        """An exception escaped the handling (an observer, the settling): count it as a failed attempt.
+
+        ``held`` is an ordered message's count before the attempt that failed so (its headers do not have it).
+        """
         log.warning("handling a message of %s failed", self.endpoint.name, exc_info=exc)
         try:
             delivery = self._parse(message)
@@ -345,7 +356,7 @@ class EndpointRunner(EndpointConsumers):
             await self.settler.dead_letter(message, None, f"cannot read the message: {failed_result(parse_exc).reason}")
             return
         try:
-            await self._count_failure(message, delivery, failed_result(exc))
+            await self._count_failure(message, delivery, failed_result(exc), held)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -354,8 +365,10 @@ class EndpointRunner(EndpointConsumers):
             await asyncio.sleep(MOVE_FAILURE_PAUSE)
             await self._give_back(message, delivery, HandBack(f"failed: {failed_result(exc).reason}"))
 
-    async def _count_failure(self, message: AbstractIncomingMessage, delivery: Delivery, result: SendResult) -> None:
-        attempts, first_ms, history = self._recall(delivery)
+    async def _count_failure(
+        self, message: AbstractIncomingMessage, delivery: Delivery, result: SendResult, held: Held | None
+    ) -> None:
+        attempts, first_ms, history = held if held is not None else self._recall(delivery)
         attempt_ms = self.settler.now_ms()
         current = delivery.continued(attempts, first_ms, history)
         decision = decide(result, self._context(result, attempts + 1, current, attempt_ms, message))

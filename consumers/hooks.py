@@ -6,12 +6,17 @@ The endpoint runner knows nothing of circuit breakers, rate limits or metrics; t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from warren.consumers.transport import SendResult
 
-__all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
+__all__ = ["ATTEMPTING", "AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
+
+# The id of the event being attempted, while its gates are acquired and its transport sends it: for a gate
+# (or a log filter) that wants to know which event it is holding back.
+ATTEMPTING: ContextVar[str | None] = ContextVar("warren_attempting", default=None)
 
 
 @dataclass(frozen=True)
