@@ -8,6 +8,7 @@ signs and sends the same bytes without re-encoding them. The AMQP ``message_id``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,8 @@ from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 
 __all__ = [
+    "CONTROL_CHARACTERS",
+    "NO_CONTROL_PATTERN",
     "H_ATTEMPT",
     "H_DEAD_AT",
     "H_DEAD_REASON",
@@ -55,6 +58,12 @@ H_DELIVERY_COUNT = "x-delivery-count"  # set by quorum queues: how many times th
 H_SHOVELLED = "x-shovelled"  # added by a shovel with dest-add-forward-headers: marks a shovel replay [3.10.8]
 H_SOURCE = "warren-source"  # inbound: the configured source a received webhook came from
 H_REQUEST_HEADERS = "warren-request-headers"  # inbound: the HTTP request's headers (a table, names lowercased)
+
+# Characters no event id, type or ordering key may hold: C0 controls, DEL, C1 controls and the Unicode line
+# and paragraph separators. A newline in an id would reach an HTTP header (aiohttp refuses it) and a log line.
+_CONTROL = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+CONTROL_CHARACTERS = re.compile(f"[{_CONTROL}]")
+NO_CONTROL_PATTERN = f"^[^{_CONTROL}]*$"  # the same rule as a JSON schema pattern (the ingest API's key)
 
 # RabbitMQ's own dead-letter bookkeeping. It must be stripped before a message re-enters the delay chain:
 # a message carrying its old x-death back into the same TTL cycle is dropped as a dead-letter cycle.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -83,11 +82,6 @@ def _history(value: object) -> tuple[dict[str, Any], ...]:
     return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
 
 
-# Characters no id, type or key may hold: C0 controls, DEL, C1 controls and the Unicode line separators.
-# A newline in an id would reach an HTTP header (aiohttp refuses it) and a log line (forging entries).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def _text(name: str, value: object, *, required: bool = True) -> str | None:
     """A text field of the message, refused as malformed when it is empty or holds control characters."""
     if value is None and not required:
@@ -99,7 +93,7 @@ def _text(name: str, value: object, *, required: bool = True) -> str | None:
             raise MalformedMessage(f"{name} is not UTF-8") from None
     if not isinstance(value, str) or not value:
         raise MalformedMessage(f"{name} is not a non-empty string")
-    if _CONTROL.search(value):
+    if wire.CONTROL_CHARACTERS.search(value):
         raise MalformedMessage(f"{name} {value!r} holds control characters")
     return value
 

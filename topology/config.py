@@ -107,7 +107,7 @@ Secrets = Annotated[
 
 def _check_event_pattern(pattern: str) -> str:
     words = pattern.split(".")
-    if not pattern or not all(_PATTERN_WORD.match(w) for w in words):
+    if not pattern or not all(_PATTERN_WORD.fullmatch(w) for w in words):
         raise ValueError(
             f"{pattern!r} is not an event-type pattern: dot-separated words, '*' for one word, '#' for any"
         )
@@ -318,7 +318,7 @@ class Endpoint(_Frozen):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError("name is a token of lowercase letters, digits, '-' and '_' (at most 63)")
         return value
 
@@ -409,7 +409,7 @@ class InboundSource(_Frozen):
     @field_validator("name")
     @classmethod
     def _source_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError("name is a token of lowercase letters, digits, '-' and '_' (at most 63)")
         return value
 
@@ -423,14 +423,14 @@ class InboundSource(_Frozen):
     @field_validator("header", "id_header")
     @classmethod
     def _header_name(cls, value: str | None) -> str | None:
-        if value is not None and not _HEADER.match(value):
+        if value is not None and not _HEADER.fullmatch(value):
             raise ValueError(f"{value!r} is not an HTTP header name")
         return value
 
     @field_validator("handler")
     @classmethod
     def _module_function(cls, value: str) -> str:
-        if not _HANDLER.match(value):
+        if not _HANDLER.fullmatch(value):
             raise ValueError("handler is 'package.module:function'")
         return value
 

@@ -72,7 +72,7 @@ def batch_key_max_length(max_batch: int) -> int:
 def check_idempotency_key(key: str | None, *, max_length: int = 200) -> None:
     if key is None:
         return
-    if not _ID.match(key) or len(key) > max_length:
+    if not _ID.fullmatch(key) or len(key) > max_length:
         raise ApiError(
             422,
             INVALID,

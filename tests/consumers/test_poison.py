@@ -21,7 +21,6 @@ from tests.consumers.test_delivery import dlq_messages
 from tests.support.receiver import Receiver
 from warren.broker import wire
 from warren.broker.events import Event
-from warren.consumers import delivery as delivery_module
 from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryHooks, EndpointBlocked
 from warren.consumers.transport import SendResult
 from warren.consumers.worker import Worker
@@ -109,7 +108,7 @@ async def test_a_header_value_aiohttp_refuses_is_a_failed_attempt(
 ) -> None:
     # Given an id that slips past the parser's validation (switched off here), which aiohttp refuses as a
     # header value with ValueError
-    monkeypatch.setattr(delivery_module, "_CONTROL", re.compile("(?!)"))
+    monkeypatch.setattr(wire, "CONTROL_CHARACTERS", re.compile("(?!)"))
     # When a worker consumes it among valid events
     dead, took = await run_with_poison(endpoint_config, receiver, publish, endpoint, [{"event_id": "bad\nid"}])
     # Then it was retried within the normal budget and is a dead letter with the exception's type and text
