@@ -17,7 +17,6 @@ from aio_pika.abc import AbstractIncomingMessage
 
 __all__ = [
     "CONTROL_CHARACTERS",
-    "NO_CONTROL_PATTERN",
     "H_ATTEMPT",
     "H_DEAD_AT",
     "H_DEAD_REASON",
@@ -36,6 +35,7 @@ __all__ = [
     "H_SEQUENCE",
     "H_SHOVELLED",
     "H_SOURCE",
+    "NO_CONTROL_PATTERN",
     "RABBITMQ_DEATH_HEADERS",
     "onward",
 ]

@@ -153,7 +153,9 @@ async def test_a_live_pipe_publishes_each_line_as_it_arrives(configured) -> None
 async def test_an_id_with_a_trailing_newline_is_refused(configured) -> None:  # type: ignore[no-untyped-def]
     # Given `warren publish --id $'x\n'` (a trailing newline passed an id pattern applied with re.match)
     config, path = configured
-    code, out, err = await warren("publish", "--config", str(path), "--type", "order.paid", "--data", "{}", "--id", "x\n")
+    code, out, err = await warren(
+        "publish", "--config", str(path), "--type", "order.paid", "--data", "{}", "--id", "x\n"
+    )
     # Then it is refused with a clear error, and nothing is published
     assert code != 0
     assert "event id 'x\\n' must be 1-200 letters" in out + err
