@@ -14,6 +14,7 @@ import logging
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.confirm import missing
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
 from warren.broker.publisher import Publisher
 from warren.topology import names
@@ -118,7 +119,7 @@ class BrokerLink:
                     if not channel.is_closed:
                         await channel.close()
         except aiormq.exceptions.ChannelNotFoundEntity:
-            return f"exchange {self.exchange!r} does not exist (run `warren setup`)"
+            return missing("exchange", self.exchange)
         except _PROBE_AND_WARREN as exc:
             return f"RabbitMQ did not answer the probe: {str(exc) or type(exc).__name__}"
         return None
