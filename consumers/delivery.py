@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from warren.broker import wire
+from warren.topology.errors import WarrenError
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -30,7 +31,7 @@ ERROR_TEXT_LIMIT = 300
 RESPONSE_HEADER_LIMIT = 4096
 
 
-class MalformedMessage(ValueError):
+class MalformedMessage(WarrenError, ValueError):
     """The message cannot be delivered as it is (not a Warren envelope); it goes to the DLQ with this reason."""
 
 

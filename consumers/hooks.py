@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from warren.consumers.transport import SendResult
+from warren.topology.errors import WarrenError
 
 __all__ = ["ATTEMPTING", "AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
 
@@ -40,7 +41,7 @@ class AttemptRecord:
 Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back"
 
 
-class EndpointBlocked(Exception):  # control flow, like dramatiq's Retry, not an error
+class EndpointBlocked(WarrenError):  # control flow, like dramatiq's Retry, not a failure
     """Raised by a gate's ``acquire``: the endpoint may not be attempted now (circuit open, paused, disabled).
 
     The runner hands the message back to RabbitMQ untouched: no attempt is made or counted.
