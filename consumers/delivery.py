@@ -11,6 +11,7 @@ import orjson
 
 from warren.broker import wire
 from warren.topology.errors import WarrenError
+from warren.topology.headers import header_history, header_int
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -60,27 +61,8 @@ class Delivery:
         )
 
 
-def _int(value: object, default: int) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, bytes | str):
-        try:
-            return int(value)
-        except ValueError:
-            return default
-    return default
-
-
-def _history(value: object) -> tuple[dict[str, Any], ...]:
-    if not isinstance(value, str | bytes):
-        return ()
-    try:
-        items = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return ()
-    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _text(name: str, value: object, *, required: bool = True) -> str | None:
@@ -105,7 +87,7 @@ def delivery_count(headers: Mapping[str, Any]) -> int:
     Quorum queues count every return: a nack with requeue, a closed channel or connection (checked on 3.10.8,
     which sends 0 on the first delivery, and 4.0.5, which sends no header then).
     """
-    return max(0, _int(headers.get(wire.H_DELIVERY_COUNT), 0))
+    return max(0, header_int(headers.get(wire.H_DELIVERY_COUNT)) or 0)
 
 
 def is_replayed(headers: Mapping[str, Any]) -> bool:
@@ -149,11 +131,11 @@ def parse_delivery(
         event_id=event_id,
         event_type=event_type,
         body=body,
-        attempts_made=0 if replayed else max(0, _int(headers.get(wire.H_ATTEMPT), 0)),
+        attempts_made=0 if replayed else max(0, header_int(headers.get(wire.H_ATTEMPT)) or 0),
         # A replay starts a fresh budget, so its age counts from the replay, not from the first publish.
-        published_ms=now_ms if replayed else _int(headers.get(wire.H_PUBLISHED), now_ms),
-        first_attempt_ms=None if replayed else (_int(headers.get(wire.H_FIRST_ATTEMPT), 0) or None),
-        history=_history(headers.get(wire.H_HISTORY)),
+        published_ms=now_ms if replayed else _or(header_int(headers.get(wire.H_PUBLISHED)), now_ms),
+        first_attempt_ms=None if replayed else (header_int(headers.get(wire.H_FIRST_ATTEMPT)) or None),
+        history=header_history(headers.get(wire.H_HISTORY)),
     )
 
 

@@ -11,7 +11,7 @@ import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
@@ -24,9 +24,11 @@ from pydantic import (
     PlainValidator,
     SecretStr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from warren.topology.durations import parse_duration
@@ -192,21 +194,29 @@ class RetryPolicy(_Frozen):
         return max(self.schedule) if self.schedule else self.cap
 
 
-class RetryOverride(_Frozen):
+class _RetryOverrideBase(_Frozen):
     """Per-endpoint changes to the global retry policy; fields left out keep the global value."""
-
-    base: PositiveDuration | None = None
-    factor: float | None = Field(default=None, ge=1.0)
-    cap: PositiveDuration | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
-    max_age: PositiveDuration | None = None
-    jitter: Literal["full", "none"] | None = None
-    schedule: tuple[PositiveDuration, ...] | None = None
 
     def apply_to(self, policy: RetryPolicy) -> RetryPolicy:
         return RetryPolicy.model_validate(
             {**policy.model_dump(), **self.model_dump(exclude_none=True, exclude_unset=True)}
         )
+
+
+def _overrides_of(policy: type[RetryPolicy]) -> type[_RetryOverrideBase]:
+    """Every field of ``policy``, optional (None keeps the global value), with the same constraints."""
+    fields: dict[str, Any] = {}
+    for name, info in policy.model_fields.items():
+        annotation: Any = info.annotation
+        fields[name] = (annotation | None, FieldInfo.merge_field_infos(info, default=None))
+    return create_model("RetryOverride", __base__=_RetryOverrideBase, __module__=__name__, **fields)
+
+
+# Derived, so that a field added to RetryPolicy can be overridden per endpoint without repeating it here.
+if TYPE_CHECKING:
+    RetryOverride = _RetryOverrideBase
+else:
+    RetryOverride = _overrides_of(RetryPolicy)
 
 
 class DeliverySettings(_Frozen):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from warren.topology import names
 from warren.topology.config import Endpoint, InboundSource, WarrenConfig
 from warren.topology.delays import level_count
+from warren.topology.headers import H_KEY
 from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
 __all__ = ["HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "queue_arguments"]
@@ -13,7 +14,7 @@ __all__ = ["HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "q
 # type, and hashing it would put every event of a type in one partition. The publisher always sets it
 # (to the ordering key, or to the event id when there is none), because a missing header silently sends
 # everything to one partition.
-HASH_HEADER = "warren-key"
+HASH_HEADER = H_KEY
 
 
 def queue_arguments(

@@ -11,8 +11,9 @@ import pytest
 from warren.broker import wire
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
-from warren.broker.dlq.selection import Selection, parse_moment, select, type_matches
+from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import shovel_definition, shovel_name
+from warren.topology.topics import topic_matches
 
 HEADERS = {
     wire.H_KEY: "acct-1",
@@ -72,7 +73,7 @@ def test_header_values_become_plain_json() -> None:
     ],
 )
 def test_type_patterns_match_like_rabbitmq_topics(pattern: str, event_type: str, matches: bool) -> None:
-    assert type_matches(pattern, event_type) is matches
+    assert topic_matches(pattern, event_type) is matches
 
 
 def test_moments_are_iso_times_or_durations_ago() -> None:

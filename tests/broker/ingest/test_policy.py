@@ -20,8 +20,9 @@ from warren.broker.ingest.accept import (
 from warren.broker.ingest.auth import bearer_token, check_authorization, encode_tokens, token_matches
 from warren.broker.ingest.body import field_path
 from warren.broker.ingest.errors import ApiError
-from warren.broker.ingest.eventtypes import TypeFilter, topic_matches
+from warren.broker.ingest.eventtypes import TypeFilter
 from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
+from warren.topology.topics import topic_matches
 
 TOKENS = encode_tokens([SecretStr("a" * 20), SecretStr("b" * 24)])
 
