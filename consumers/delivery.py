@@ -148,8 +148,10 @@ def history_record(at_ms: int, status: int, error: str | None, duration: float) 
 
 def _carry(headers: Mapping[str, Any]) -> dict[str, Any]:
     # RabbitMQ's x-death must go: a message re-entering the same TTL cycle with it is dropped as a cycle.
-    # The replay marker goes too: the budget it reset is now being spent again.
-    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED, wire.H_SHOVELLED}
+    # The replay marker goes too: the budget it reset is now being spent again. And the delivery count: it
+    # belongs to the copy in the queue, and RabbitMQ 4.0.5 keeps a carried one on the next first delivery
+    # (checked), where it would count against delivery.max_handbacks.
+    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED, wire.H_SHOVELLED, wire.H_DELIVERY_COUNT}
     return {k: v for k, v in headers.items() if k not in drop}
 
 

@@ -34,7 +34,7 @@ FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already 
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
 # dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
-_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, "x-delivery-count", wire.H_SHOVELLED})
+_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, wire.H_DELIVERY_COUNT, wire.H_SHOVELLED})
 
 
 def replay_headers(headers: dict[str, Any], replayed_ms: int) -> dict[str, Any]:
