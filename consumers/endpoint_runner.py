@@ -305,7 +305,12 @@ class EndpointRunner(EndpointConsumers):
 
     def _settled(self, how: str) -> None:
         for callback in self.hooks.settlements:
-            callback(self.endpoint.name, how)
+            try:
+                callback(self.endpoint.name, how)
+            except Exception:
+                # Told after the fact: the message is settled already, so a failing callback cannot count as
+                # a failed attempt (acking it twice would close the channel).
+                log.exception("a settlement callback of %s failed", self.endpoint.name)
 
     # --- settling -------------------------------------------------------------------------------------------
     async def _settle(
