@@ -15,69 +15,11 @@ from typing import Any
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 
-from warren.topology.headers import (  # re-exported: the names are defined once, there
-    CONTROL_CHARACTERS as CONTROL_CHARACTERS,
-)
-from warren.topology.headers import (
-    H_ATTEMPT as H_ATTEMPT,
-)
-from warren.topology.headers import (
-    H_DEAD_AT as H_DEAD_AT,
-)
-from warren.topology.headers import (
-    H_DEAD_REASON as H_DEAD_REASON,
-)
-from warren.topology.headers import (
-    H_DELIVERY_COUNT as H_DELIVERY_COUNT,
-)
-from warren.topology.headers import (
-    H_ENDPOINT as H_ENDPOINT,
-)
-from warren.topology.headers import (
-    H_FIRST_ATTEMPT as H_FIRST_ATTEMPT,
-)
-from warren.topology.headers import (
-    H_HISTORY as H_HISTORY,
-)
-from warren.topology.headers import (
-    H_KEY as H_KEY,
-)
-from warren.topology.headers import (
-    H_LAST_ATTEMPT as H_LAST_ATTEMPT,
-)
-from warren.topology.headers import (
-    H_LAST_ERROR as H_LAST_ERROR,
-    H_LAST_RESPONSE as H_LAST_RESPONSE,
-)
-from warren.topology.headers import (
-    H_LAST_STATUS as H_LAST_STATUS,
-)
-from warren.topology.headers import (
-    H_PUBLISHED as H_PUBLISHED,
-)
-from warren.topology.headers import (
-    H_REPLAYED as H_REPLAYED,
-)
-from warren.topology.headers import (
-    H_REQUEST_HEADERS as H_REQUEST_HEADERS,
-)
-from warren.topology.headers import (
-    H_SEQUENCE as H_SEQUENCE,
-)
-from warren.topology.headers import (
-    H_SHOVELLED as H_SHOVELLED,
-)
-from warren.topology.headers import (
-    H_SOURCE as H_SOURCE,
-)
-from warren.topology.headers import (
-    NO_CONTROL_PATTERN as NO_CONTROL_PATTERN,
-)
-from warren.topology.headers import (
-    RABBITMQ_DEATH_HEADERS as RABBITMQ_DEATH_HEADERS,
-)
+from warren.topology import headers as _headers
+from warren.topology.headers import *  # noqa: F403 (re-exported: the names are defined once, there)
 
-__all__ = ["onward"]  # and the header names above
+__all__ = ["onward"]
+__all__ += _headers.__all__
 
 
 def onward(message: AbstractIncomingMessage, headers: Mapping[str, Any]) -> Message:
