@@ -8,7 +8,7 @@ are already there as planned. Last, report (or with ``prune``, delete) the lefto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from aio_pika.abc import AbstractConnection
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, connect_once, redact_url
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.management import ManagementClient
+from warren.broker.migration import Policy, PolicyCheck, compare_policies, migration_policies
 from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -78,6 +79,7 @@ class SetupReport:
     plugin_problems: list[str] = field(default_factory=list)
     objects: list[ObjectCheck] = field(default_factory=list)
     leftovers: list[LeftoverOutcome] = field(default_factory=list)
+    policies: list[PolicyCheck] = field(default_factory=list)  # Warren's migration policies
     warnings: list[str] = field(default_factory=list)
     applied: bool = False  # whether anything was declared (False on a dry run and on failure)
 
@@ -93,6 +95,15 @@ class SetupReport:
         return [o for o in self.objects if o.status == "create"]
 
     @property
+    def migrating(self) -> list[ObjectCheck]:
+        """Existing queues that get the plan's new arguments through a policy in this run."""
+        return [o for o in self.objects if o.status == "migrate"]
+
+    @property
+    def policy_changes(self) -> list[PolicyCheck]:
+        return [p for p in self.policies if p.status != "same"]
+
+    @property
     def deleted(self) -> list[LeftoverOutcome]:
         return [x for x in self.leftovers if x.action == "deleted"]
 
@@ -106,6 +117,8 @@ class SetupReport:
         return (
             self.ok
             and not self.to_create
+            and not self.migrating
+            and not self.policy_changes
             and not self.deleted
             and not any(x.action == "would delete" for x in self.leftovers)
         )
@@ -138,6 +151,7 @@ class _BrokerState:
     exchanges: dict[str, dict[str, Any]]
     queues: dict[str, dict[str, Any]]
     bindings: list[dict[str, Any]]
+    policies: list[dict[str, Any]]
 
 
 async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
@@ -156,7 +170,25 @@ async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
         if planned_queue.name not in queues and (found := await api.queue(planned_queue.name)):
             queues[planned_queue.name] = found
     bindings = [b for b in await api.bindings() if b.get("source")]  # "" is the default exchange's
-    return _BrokerState(exchanges, queues, bindings)
+    return _BrokerState(exchanges, queues, bindings, await api.policies())
+
+
+def _settle(checks: list[ObjectCheck], wanted: Iterable[Policy], policies: Iterable[PolicyCheck]) -> list[ObjectCheck]:
+    """A queue to migrate whose policy is already in place as planned is migrated: report it as the same."""
+    done = {p.name for p in policies if p.status == "same"}
+    covered = {queue for policy in wanted if policy.name in done for queue in policy.queues}
+    return [
+        ObjectCheck(c.kind, c.name, "same") if c.kind == "queue" and c.status == "migrate" and c.name in covered else c
+        for c in checks
+    ]
+
+
+async def _apply_policies(api: ManagementClient, checks: Iterable[PolicyCheck]) -> None:
+    for check in checks:
+        if check.status == "delete":
+            await api.delete_policy(check.name)
+        elif check.status != "same" and check.policy is not None:
+            await api.put_policy(check.name, check.policy.body())
 
 
 def _partition_warnings(plan: Plan, checks: list[ObjectCheck], leftovers: Iterable[Leftover]) -> list[str]:
@@ -197,10 +229,12 @@ def _still_fed_warnings(
     ]
 
 
-async def declare_plan(connection: AbstractConnection, plan: Plan) -> None:
+async def declare_plan(connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset()) -> None:
     """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
 
     No drift check: ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone.
+    The ``passive`` queues exist with fewer arguments than planned (a policy gives them the rest): declaring
+    them with the plan's arguments would be refused, so they are only checked to be there.
     """
     channel = await connection.channel()
     raw = await channel.get_underlay_channel()
@@ -213,7 +247,10 @@ async def declare_plan(connection: AbstractConnection, plan: Plan) -> None:
             )
         for queue in plan.queues:
             what = f"queue '{queue.name}'"
-            await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
+            if queue.name in passive:
+                await raw.queue_declare(queue.name, passive=True)
+            else:
+                await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
         for binding in plan.bindings:
             what = f"binding {binding.source} → {binding.destination} [{binding.routing_key}]"
             if binding.destination_type == "queue":
@@ -268,7 +305,11 @@ async def apply_setup(
     async with ManagementClient.from_settings(broker) as api:
         report.plugin_problems = await check_plugins(api, plan)
         state = await _read_state(api, plan)
-    report.objects = compare(plan, state.exchanges.values(), state.queues.values(), state.bindings)
+    wanted = migration_policies(plan, broker.prefix, state.queues)
+    report.policies = compare_policies(wanted, state.policies, broker.prefix)
+    report.objects = _settle(
+        compare(plan, state.exchanges.values(), state.queues.values(), state.bindings), wanted, report.policies
+    )
     leftovers = find_leftovers(plan, broker.prefix, state.exchanges.values(), state.queues.values(), state.bindings)
     report.leftovers = report_only(leftovers, state.queues)
     report.warnings = _partition_warnings(plan, report.objects, leftovers)
@@ -281,9 +322,12 @@ async def apply_setup(
         if prune_leftovers:
             report.leftovers = preview(leftovers, state.queues, force)
         return report
+    if report.policy_changes:
+        async with ManagementClient.from_settings(broker) as api:
+            await _apply_policies(api, report.policy_changes)
     connection = await connect(broker.url, name="warren-setup")
     try:
-        await declare_plan(connection, plan)
+        await declare_plan(connection, plan, {queue for policy in wanted for queue in policy.queues})
         report.applied = True
         if prune_leftovers and leftovers:
             report.leftovers = await prune(connection, leftovers, state.bindings, force)
@@ -300,6 +344,9 @@ async def apply_setup(
 
 
 def counts(report: SetupReport) -> Mapping[Kind, tuple[int, int, int]]:
-    """Per kind: (to create or created, already present, differing)."""
+    """Per kind: (to create or created, already present (migrated by policy included), differing)."""
     kinds: tuple[Kind, ...] = ("exchange", "queue", "binding")
-    return {k: (report.count(k, "create"), report.count(k, "same"), report.count(k, "differs")) for k in kinds}
+    return {
+        k: (report.count(k, "create"), report.count(k, "same") + report.count(k, "migrate"), report.count(k, "differs"))
+        for k in kinds
+    }

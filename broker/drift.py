@@ -3,6 +3,8 @@
 A planned object is ``create`` (absent), ``same`` (present exactly as planned) or ``differs`` (present with
 other flags or arguments, which RabbitMQ would refuse with 406 PRECONDITION_FAILED on redeclaration, or
 silently keep). Bindings have no "differs": two bindings with other keys or arguments are two bindings.
+A queue that only lacks arguments a policy can give (the delivery limit and dead-letter backstop added
+later, broker/migration.py) is ``migrate``: setup covers it with a policy instead of failing.
 
 Objects in Warren's own namespaces (``{prefix}.ep.*`` and ``{prefix}.delay.*``) that the plan no longer
 has are *leftovers*: queues and exchanges of endpoints removed from the configuration, delay levels no
@@ -20,11 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from warren.broker.migration import POLICY_KEYS
 from warren.topology import names
 from warren.topology.plan import Binding, Exchange, Plan, Queue
 
 __all__ = [
     "ABSENT",
+    "MIGRATE_HINT",
     "Difference",
     "Kind",
     "Leftover",
@@ -39,7 +43,12 @@ __all__ = [
 ]
 
 Kind = Literal["exchange", "queue", "binding"]
-Status = Literal["create", "same", "differs"]
+Status = Literal["create", "same", "differs", "migrate"]
+
+MIGRATE_HINT = (
+    "RabbitMQ cannot add arguments to an existing queue (it refuses the redeclaration with 406), so "
+    "`warren setup` gives them to it through a policy of Warren's; the queue and its messages stay"
+)
 
 
 class _Absent:
@@ -165,6 +174,8 @@ def compare_queue(planned: Queue, existing: Mapping[str, Any] | None) -> ObjectC
     differences = _diff(fields)
     if not differences:
         return ObjectCheck("queue", planned.name, "same")
+    if all(d.existing is ABSENT and d.field in POLICY_KEYS for d in differences):
+        return ObjectCheck("queue", planned.name, "migrate", differences, MIGRATE_HINT)
     if planned.endpoint is None:
         hint = (
             f"queue arguments cannot change in place: '{planned.name}' holds retries in flight for every "

@@ -107,6 +107,18 @@ class ManagementClient:
         result: list[dict[str, Any]] = await self.request("GET", f"consumers/{_q(self.vhost)}")
         return result
 
+    async def policies(self, kind: str = "policies") -> list[dict[str, Any]]:
+        """The vhost's policies (``kind="operator-policies"`` for the operator's); [] when the API has none."""
+        result: list[dict[str, Any]] | None = await self.request("GET", f"{kind}/{_q(self.vhost)}", allow_404=True)
+        return result or []
+
+    # --- policies -------------------------------------------------------------------------------------------
+    async def put_policy(self, name: str, body: dict[str, Any]) -> None:
+        await self.request("PUT", f"policies/{_q(self.vhost)}/{_q(name)}", body)
+
+    async def delete_policy(self, name: str) -> None:
+        await self.request("DELETE", f"policies/{_q(self.vhost)}/{_q(name)}", allow_404=True)
+
     # --- definitions ---------------------------------------------------------------------------------------
     async def import_definitions(self, document: dict[str, Any]) -> None:
         """Import a definitions document into this client's vhost (what the UI's "Import definitions" does)."""

@@ -2,7 +2,7 @@
 
 Counts of ready messages and consumers come from AMQP (a passive declare: the queue's own answer at that
 instant). Unacknowledged counts and rates only the management API knows; its figures are samples a few
-seconds old, and the status says when it could not reach it.
+seconds old, and the status says when it could not reach it or when the broker collects no metrics.
 """
 
 from __future__ import annotations
@@ -22,9 +22,24 @@ from warren.topology.config import WarrenConfig
 from warren.topology.errors import ManagementError
 from warren.topology.planner import plan_topology
 
-__all__ = ["RATE_WINDOW", "UNKNOWN", "DelayLevel", "EndpointStatus", "QueueRow", "Status", "collect_status", "rate_of"]
+__all__ = [
+    "NO_METRICS",
+    "RATE_WINDOW",
+    "UNKNOWN",
+    "DelayLevel",
+    "EndpointStatus",
+    "QueueRow",
+    "Status",
+    "collect_status",
+    "rate_of",
+]
 
 RATE_WINDOW = 60  # seconds the rates are averaged over
+# RabbitMQ 4.x can run without management metrics collection: queues are listed, with no message figures.
+NO_METRICS = (
+    "the broker collects no management metrics (management_metrics_collection is off); ready and consumer "
+    "counts are exact over AMQP, unacknowledged counts and rates are not known"
+)
 UNKNOWN = "n/a"  # an endpoint state that could not be read
 _STATS_QUERY = (
     f"msg_rates_age={RATE_WINDOW}&msg_rates_incr=5"
@@ -127,6 +142,8 @@ async def _management_stats(api: ManagementClient | None) -> tuple[dict[str, dic
         rows = await api.request("GET", f"queues/{quote(api.vhost, safe='')}?{_STATS_QUERY}")
     except ManagementError as exc:
         return {}, str(exc)
+    if rows and not any("messages_unacknowledged" in row for row in rows):
+        return {}, NO_METRICS
     return {row["name"]: row for row in rows or ()}, None
 
 

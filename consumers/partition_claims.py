@@ -28,15 +28,12 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.health.fleet import join_roster
 from warren.topology.errors import describe
 
 __all__ = ["PartitionClaims", "fair_share"]
 
 log = logging.getLogger("warren.partitions")
-
-
-async def _ignore(message: object) -> None:
-    """The roster queue never carries messages; consuming it is how a worker is counted."""
 
 
 def fair_share(partitions: int, workers: int) -> int:
@@ -83,11 +80,7 @@ class PartitionClaims:
             self.url, client_properties={"connection_name": f"warren-claims-{os.getpid()}"}
         )
         self._connection.close_callbacks.add(self._on_lost)
-        self._channel = await self._connection.channel()
-        roster = await self._channel.declare_queue(
-            self.roster_name, auto_delete=True, arguments={"x-queue-type": "classic"}
-        )
-        await roster.consume(_ignore, no_ack=True)
+        self._channel, _ = await join_roster(self._connection, self.roster_name)
         self.owned = []
 
     def _on_lost(self, *_: object) -> None:
@@ -114,8 +107,8 @@ class PartitionClaims:
                     await self._connect()
                 await self.rebalance()
             except Exception as exc:  # the loop must outlive any one failure, or partitions stay unconsumed
-                # Start again from a new connection next round: after a broker restart the roster queue (not
-                # durable) is gone and the channel that read it closed, so half-repairs do not work.
+                # Start again from a new connection next round: after a broker restart the channel that read
+                # the roster is closed and the claims are gone, so half-repairs do not work.
                 log.warning("partition rebalance failed (%s); reconnecting", describe(exc))
                 await self._reset()
 

@@ -219,11 +219,21 @@ else:
     RetryOverride = _overrides_of(RetryPolicy)
 
 
+# RabbitMQ refuses a larger message: 4.0's default max_message_size is 16 MiB (3.10's is 128 MiB). Warren's
+# own headers ride outside the body, so a payload up to this size fits on every supported version.
+MAX_PAYLOAD_CAP = 16 * 1024 * 1024
+
+
 class DeliverySettings(_Frozen):
     """How the worker talks HTTP to endpoints."""
 
     allow_private_networks: bool = False
-    max_payload: int = Field(default=256 * 1024, ge=1024, description="bytes of envelope, at publish and POST")
+    max_payload: int = Field(
+        default=256 * 1024,
+        ge=1024,
+        le=MAX_PAYLOAD_CAP,
+        description="bytes of envelope, at publish and POST (at most 16 MiB: RabbitMQ 4.x's max_message_size)",
+    )
     response_body_limit: int = Field(default=2048, ge=0, description="bytes of a response kept for the log")
     grace_period: Duration = 10.0
     ordered_hold_limit: PositiveDuration = 25 * 60.0

@@ -8,13 +8,20 @@ from warren.topology.delays import level_count
 from warren.topology.headers import H_KEY
 from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
-__all__ = ["HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "queue_arguments"]
+__all__ = ["DELIVERY_LIMIT", "HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "queue_arguments"]
 
 # The consistent-hash exchange hashes this header, never the routing key: the routing key is the event
 # type, and hashing it would put every event of a type in one partition. The publisher always sets it
 # (to the ordering key, or to the event id when there is none), because a missing header silently sends
 # everything to one partition.
 HASH_HEADER = H_KEY
+
+# Every quorum queue counts the times a message goes back to it (a closed channel, a nack with requeue, a
+# worker that died) and drops the message, or dead-letters it, past its delivery limit. RabbitMQ 4.x sets
+# 20 when the queue names none; 3.10 sets none, and reads -1 ("unlimited" on 4.x) as "drop at the first
+# return". The largest value the argument's type holds keeps messages on both: at one return a second, a
+# message would need 68 years to spend it. docs/architecture.md, "Delivery limits", has the measurements.
+DELIVERY_LIMIT = 2**31 - 1
 
 
 def queue_arguments(
@@ -23,9 +30,12 @@ def queue_arguments(
     single_active_consumer: bool = False,
     message_ttl_ms: int | None = None,
     dead_letter_exchange: str | None = None,
+    dead_letter_routing_key: str | None = None,
 ) -> Arguments:
     """The ``x-`` arguments of one queue, built in one place so that every queue of a kind is alike."""
     args: dict[str, str | int | bool] = {"x-queue-type": queue_type}
+    if queue_type == "quorum":
+        args["x-delivery-limit"] = DELIVERY_LIMIT
     if single_active_consumer:
         args["x-single-active-consumer"] = True
     if message_ttl_ms is not None:
@@ -34,6 +44,8 @@ def queue_arguments(
         args["x-message-ttl"] = message_ttl_ms
     if dead_letter_exchange is not None:
         args["x-dead-letter-exchange"] = dead_letter_exchange
+        if dead_letter_routing_key is not None:
+            args["x-dead-letter-routing-key"] = dead_letter_routing_key
         if queue_type == "quorum":
             # Without both, a quorum queue dead-letters at-most-once and a message can vanish in transit.
             args["x-dead-letter-strategy"] = "at-least-once"
@@ -55,8 +67,21 @@ def delay_levels(config: WarrenConfig) -> int:
     return level_count(longest)
 
 
+def _backstop(prefix: str, qtype: str, dead_key: str) -> Arguments:
+    """Arguments of a queue workers consume: a message that ever reaches the delivery limit becomes a dead letter.
+
+    The route is the one Warren's own dead letters take (``{prefix}.dead``, keyed to land in the right DLQ),
+    at least once; RabbitMQ records why in ``x-death`` (reason ``delivery_limit``), which ``warren dlq`` shows.
+    Only quorum queues have a delivery limit, so only they get the route.
+    """
+    if qtype != "quorum":
+        return queue_arguments(qtype)
+    return queue_arguments(qtype, dead_letter_exchange=names.dead_exchange(prefix), dead_letter_routing_key=dead_key)
+
+
 def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     prefix, qtype = config.broker.prefix, config.broker.queue_type
+    backstop = _backstop(prefix, qtype, endpoint.name)
     ex_name = names.endpoint_exchange(prefix, endpoint.name)
     bindings = [Binding(names.events_exchange(prefix), ex_name, "exchange", pattern) for pattern in endpoint.events]
     queues: list[Queue] = []
@@ -65,7 +90,7 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
         for index, name in enumerate(consumed_queues(prefix, endpoint)):
             queue = Queue(
                 name,
-                queue_arguments(qtype, single_active_consumer=True),
+                {**backstop, **queue_arguments(qtype, single_active_consumer=True)},
                 role=f"partition {index}",
                 endpoint=endpoint.name,
             )
@@ -75,14 +100,15 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
         exchange = Exchange(ex_name, "fanout")
         work = Queue(
             consumed_queues(prefix, endpoint)[0],
-            queue_arguments(qtype),
+            backstop,
             role="work",
             endpoint=endpoint.name,
         )
         queues.append(work)
         bindings.append(Binding(ex_name, work.name, "queue"))
         bindings.append(Binding(names.delay_due_exchange(prefix), work.name, "queue", f"#.{work.name}"))
-    # No delivery limit and no TTL on the DLQ: listing it must never count against or expire a message.
+    # No TTL and no dead-letter route on the DLQ, and the largest delivery limit: listing it returns each
+    # message once, and that must never drop or expire one (broker/dlq/browse.py).
     dead = Queue(names.dlq(prefix, endpoint.name), queue_arguments(qtype), role="dead letters", endpoint=endpoint.name)
     queues.append(dead)
     bindings.append(Binding(names.dead_exchange(prefix), dead.name, "queue", endpoint.name))
@@ -92,14 +118,17 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
 def _inbound_objects(config: WarrenConfig, source: InboundSource) -> tuple[list[Queue], list[Binding]]:
     """A received-webhooks queue per source, fed by ``warren receive`` through the default exchange."""
     prefix, qtype = config.broker.prefix, config.broker.queue_type
-    queue = Queue(names.inbound_queue(prefix, source.name), queue_arguments(qtype), role=f"inbound {source.name}")
+    dead_key = names.inbound_dead_key(source.name)
+    queue = Queue(
+        names.inbound_queue(prefix, source.name), _backstop(prefix, qtype, dead_key), role=f"inbound {source.name}"
+    )
     dead = Queue(
         names.inbound_dlq(prefix, source.name), queue_arguments(qtype), role=f"inbound {source.name} dead letters"
     )
     bindings = [
         # Retries of a failed handler come back through the delay chain, like outgoing deliveries.
         Binding(names.delay_due_exchange(prefix), queue.name, "queue", f"#.{queue.name}"),
-        Binding(names.dead_exchange(prefix), dead.name, "queue", names.inbound_dead_key(source.name)),
+        Binding(names.dead_exchange(prefix), dead.name, "queue", dead_key),
     ]
     return [queue, dead], bindings
 

@@ -16,6 +16,7 @@ from rich.tree import Tree
 
 from warren.topology import names
 from warren.topology.plan import Arguments, ArgValue, Binding, Exchange, Plan, Queue
+from warren.topology.planner import DELIVERY_LIMIT
 
 __all__ = ["human_ms", "plan_tree", "render_text", "summarise_arguments"]
 
@@ -49,15 +50,29 @@ def _argument(key: str, value: ArgValue) -> str:
         return "single-active-consumer" if value else "competing consumers"
     if key == "x-dead-letter-strategy" or key == "x-overflow":
         return str(value)
+    if key == "x-delivery-limit" and value == DELIVERY_LIMIT:
+        return "limit 2^31-1"
     if key == "x-message-ttl" and isinstance(value, int):
         return f"ttl {human_ms(value)}"
     return f"{_ARGUMENT_LABELS.get(key, key)} {value}"
 
 
 def summarise_arguments(arguments: Arguments) -> str:
-    """The arguments as a short phrase: ``quorum, single-active-consumer``; queue type first."""
-    keys = sorted(arguments, key=lambda k: (k != "x-queue-type", k))
-    return ", ".join(_argument(k, arguments[k]) for k in keys)
+    """The arguments as a short phrase: ``quorum, single-active-consumer``; queue type first.
+
+    A dead-letter route reads ``dead-letters to X [key]``; at-least-once implies reject-publish (RabbitMQ
+    requires it), so that one is not repeated.
+    """
+    shown = dict(arguments)
+    key = shown.pop("x-dead-letter-routing-key", None)
+    if key is not None and "x-dead-letter-exchange" in shown:
+        shown["x-dead-letter-exchange"] = f"{shown['x-dead-letter-exchange']} [{key}]"
+    elif key is not None:
+        shown["x-dead-letter-routing-key"] = key
+    if shown.get("x-dead-letter-strategy") == "at-least-once" and shown.get("x-overflow") == "reject-publish":
+        del shown["x-overflow"]
+    keys = sorted(shown, key=lambda k: (k != "x-queue-type", k))
+    return ", ".join(_argument(k, shown[k]) for k in keys)
 
 
 def _label(name: str, kind: str, detail: str = "") -> Text:

@@ -5,9 +5,13 @@ closed: RabbitMQ puts every one of them back. On RabbitMQ 3.10.8 a quorum queue 
 original order when they were delivered to a consumer (``basic.consume``); fetched one by one with
 ``basic.get`` they come back shuffled, so ``basic.get`` is not used here.
 
-A quorum queue counts each return as a delivery attempt (``x-delivery-count``), which is why Warren's DLQs
-carry no ``x-delivery-limit`` (3.10 sets none by default): with a limit, reading the DLQ often enough would
-drop its messages. ``delivery_limit`` finds one set by a policy so the commands can refuse to read.
+A quorum queue counts each return as a delivery (``x-delivery-count``) and drops a message past its
+delivery limit: RabbitMQ 4.x sets 20 when the queue names none, so twenty-one listings on 4.0.5 emptied a
+DLQ. Every pass here returns each message exactly once, so reading is safe exactly when the budget cannot
+run out: Warren's DLQs declare the largest limit there is (2^31-1, topology/planner.py), which a listing a
+second would spend in 68 years, and a message enters the DLQ with a count of 0 (a new publish, or the
+backstop's at-least-once dead-lettering). ``delivery_limit`` reads the limit the broker really applies, so
+the commands can refuse a queue with a lower one (a 4.x DLQ from before ``warren setup`` gave it Warren's).
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
@@ -28,7 +31,7 @@ from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
 
-__all__ = ["MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages"]
+__all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages"]
 
 # basic.qos prefetch_count is a 16-bit field: the most messages one channel can hold unacknowledged.
 MAX_SCAN = 65_535
@@ -93,12 +96,32 @@ async def browse(
         return held.letters(), held.depth
 
 
-def _limit(definition: dict[str, Any]) -> int | None:
+# RabbitMQ 4.0 gives a quorum queue that names no limit this one; 3.x gives none.
+DEFAULT_LIMIT_4X = 20
+
+
+def _limit(definition: dict[str, Any], version: tuple[int, ...]) -> int | None:
     for key in ("x-delivery-limit", "delivery-limit"):
         value = definition.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0:  # "unlimited" on 4.x; on 3.10 a message goes at its first return [3.10.8]
+                return None if version >= (4,) else 0
             return value
     return None
+
+
+def _version(text: object) -> tuple[int, ...]:
+    parts = []
+    for part in str(text or "0").split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _reported(info: dict[str, Any]) -> int | None:
+    """The limit RabbitMQ 4.x reports for a queue (``delivery_limit``: a number or "unlimited"), if it does."""
+    value = info.get("delivery_limit")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _winning_policy(policies: list[dict[str, Any]], queue_name: str) -> dict[str, Any] | None:
@@ -116,19 +139,33 @@ def _winning_policy(policies: list[dict[str, Any]], queue_name: str) -> dict[str
 
 
 async def delivery_limit(api: ManagementClient, queue_name: str) -> int | None:
-    """The delivery limit that applies to a queue (its argument, a policy or an operator policy), if any.
+    """The delivery limit RabbitMQ applies to a queue, or None when there is none.
 
-    Policies are matched here rather than read from the queue's ``effective_policy_definition``, which the
-    management API refreshes only every few seconds.
+    The lowest of what 4.x reports for the queue, its argument, its policy and operator policy (RabbitMQ
+    applies the lowest of argument and policies [3.10.8, 4.0.5]); with none of them, 4.x's default of 20.
+    Policies are matched here as well as read from the queue's ``effective_policy_definition`` and 4.x's
+    ``delivery_limit``, which the management API refreshes only every few seconds.
     """
     info: dict[str, Any] | None = await api.queue(queue_name)
     if info is None:
         return None
-    vhost = quote(api.vhost, safe="")
-    limits = [_limit(info.get("arguments") or {}), _limit(info.get("effective_policy_definition") or {})]
+    version = _version((await api.overview()).get("rabbitmq_version"))
+    limits = [
+        _reported(info),
+        _limit(info.get("arguments") or {}, version),
+        _limit(info.get("effective_policy_definition") or {}, version),
+    ]
     for kind in ("policies", "operator-policies"):
-        policies = await api.request("GET", f"{kind}/{vhost}", allow_404=True) or []
-        winner = _winning_policy(policies, queue_name)
-        limits.append(_limit(winner.get("definition") or {}) if winner else None)
+        winner = _winning_policy(await api.policies(kind), queue_name)
+        limits.append(_limit(winner.get("definition") or {}, version) if winner else None)
     found = [limit for limit in limits if limit is not None]
-    return min(found) if found else None
+    if found:
+        return min(found)
+    unlimited = info.get("delivery_limit") == "unlimited" or _has_negative(info, version)
+    return DEFAULT_LIMIT_4X if version >= (4,) and not unlimited else None
+
+
+def _has_negative(info: dict[str, Any], version: tuple[int, ...]) -> bool:
+    """A 4.x queue told "unlimited" by a negative argument, which ``_limit`` reads as no limit."""
+    value = (info.get("arguments") or {}).get("x-delivery-limit")
+    return version >= (4,) and isinstance(value, int) and value < 0

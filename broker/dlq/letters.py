@@ -73,6 +73,24 @@ class DeadLetter:
         }
 
 
+def _death(headers: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """Why and when RabbitMQ itself dead-lettered a message (``x-death``), for letters without Warren's headers.
+
+    A message that reached a queue's delivery limit comes through the backstop route with only RabbitMQ's
+    bookkeeping: reason ``delivery_limit`` and the queue it left. The newest death is first in ``x-death``.
+    """
+    deaths = headers.get("x-death")
+    death = deaths[0] if isinstance(deaths, list | tuple) and deaths and isinstance(deaths[0], Mapping) else {}
+    reason = header_text(headers.get("x-last-death-reason")) or header_text(death.get("reason"))
+    if reason is None:
+        return None, None
+    queue = header_text(headers.get("x-last-death-queue")) or header_text(death.get("queue"))
+    moment = death.get("time")
+    at_ms = round(moment.timestamp() * 1000) if isinstance(moment, dt.datetime) else None
+    where = f" in {queue}" if queue else ""
+    return f"{reason}{where} (dead-lettered by RabbitMQ)", at_ms
+
+
 def dead_letter_from(
     position: int, body: bytes, headers: Mapping[str, Any], message_id: str | None, message_type: str | None
 ) -> DeadLetter:
@@ -86,6 +104,7 @@ def dead_letter_from(
     # (Warren's publisher always sets it), so a header equal to the id is not shown as a key.
     event_id = message_id or header_text(fields.get("id"))
     hash_key = header_text(headers.get(wire.H_KEY))
+    broker_reason, broker_dead_ms = _death(headers)
     key = header_text(fields.get("key")) or (hash_key if hash_key != event_id else None)
     return DeadLetter(
         position=position,
@@ -95,10 +114,10 @@ def dead_letter_from(
         attempts=header_int(headers.get(wire.H_ATTEMPT)),
         first_attempt_ms=header_int(headers.get(wire.H_FIRST_ATTEMPT)),
         last_attempt_ms=header_int(headers.get(wire.H_LAST_ATTEMPT)),
-        dead_ms=header_int(headers.get(wire.H_DEAD_AT)),
+        dead_ms=header_int(headers.get(wire.H_DEAD_AT)) or broker_dead_ms,
         last_status=header_int(headers.get(wire.H_LAST_STATUS)),
         last_error=header_text(headers.get(wire.H_LAST_ERROR)) or None,
-        dead_reason=header_text(headers.get(wire.H_DEAD_REASON)),
+        dead_reason=header_text(headers.get(wire.H_DEAD_REASON)) or broker_reason,
         endpoint=header_text(headers.get(wire.H_ENDPOINT)),
         history=header_history(headers.get(wire.H_HISTORY)),
         headers=dict(headers),

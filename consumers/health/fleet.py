@@ -4,6 +4,9 @@
   It disappears with its connection, so a worker that dies never leaves a lock behind.
 - A roster is an auto-delete queue every worker serving an endpoint consumes; its consumer count, read
   exactly with a passive declare, is the number of live workers (as partition_claims.py does for partitions).
+  It is durable: RabbitMQ 4.x can refuse transient queues that are not exclusive, and a roster is shared by
+  every worker, so it cannot be exclusive. Auto-delete still removes it when its last worker goes (after a
+  broker restart an unused one stays, empty and harmless, until a worker consumes and leaves it again).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ import logging
 from collections.abc import Iterable
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
 from pamqp.common import FieldTable
 
-__all__ = ["ExclusiveLocks", "Roster"]
+__all__ = ["ExclusiveLocks", "Roster", "join_roster"]
 
 log = logging.getLogger("warren.health")
 
@@ -63,18 +66,28 @@ async def _ignore(message: object) -> None:
     """A roster queue never carries messages; consuming it is how a worker is counted."""
 
 
+async def join_roster(connection: AbstractConnection, name: str) -> tuple[AbstractChannel, AbstractQueue]:
+    """Consume roster queue ``name`` on a channel of its own (returned): from now on this worker is counted."""
+    channel = await connection.channel()
+    try:
+        queue = await channel.declare_queue(name, durable=True, auto_delete=True, arguments=_CLASSIC)
+    except aiormq.exceptions.ChannelPreconditionFailed:
+        # Workers of an earlier release, still running, hold it as a transient queue: join it as it is.
+        channel = await connection.channel()
+        queue = await channel.declare_queue(name, passive=True)
+    await queue.consume(_ignore, no_ack=True)
+    return channel, queue
+
+
 class Roster:
     """Live workers per endpoint, counted on roster queues."""
 
     def __init__(self, queues: dict[str, str]) -> None:
         self.queues = queues  # endpoint -> roster queue name
-        self._channel: AbstractChannel | None = None
+        self._channels: list[AbstractChannel] = []
 
     async def join(self, connection: AbstractConnection) -> None:
-        self._channel = await connection.channel()
-        for queue_name in self.queues.values():
-            queue = await self._channel.declare_queue(queue_name, auto_delete=True, arguments=_CLASSIC)
-            await queue.consume(_ignore, no_ack=True)
+        self._channels = [(await join_roster(connection, name))[0] for name in self.queues.values()]
 
     async def counts(self, connection: AbstractConnection, endpoints: Iterable[str]) -> dict[str, int]:
         """Workers serving each endpoint (at least 1: this one)."""

@@ -92,6 +92,12 @@ async def test_drift_is_reported_and_nothing_is_declared(
     assert described == {
         "x-message-ttl is 5000 on the broker, absent in the plan",
         "x-queue-type is 'classic' on the broker, 'quorum' in the plan",
+        # (and the arguments a policy could give, had the rest matched)
+        "x-delivery-limit is absent on the broker, 2147483647 in the plan",
+        f"x-dead-letter-exchange is absent on the broker, '{prefix}.dead' in the plan",
+        "x-dead-letter-routing-key is absent on the broker, 'acme' in the plan",
+        "x-dead-letter-strategy is absent on the broker, 'at-least-once' in the plan",
+        "x-overflow is absent on the broker, 'reject-publish' in the plan",
     }
     message = str(caught.value)
     assert work in message and "x-message-ttl is 5000" in message and "delete it and re-run" in message

@@ -57,7 +57,15 @@ def test_the_document_has_the_definitions_shape() -> None:
         "vhost": "prod",
         "durable": True,
         "auto_delete": False,
-        "arguments": {"x-queue-type": "quorum", "x-single-active-consumer": True},
+        "arguments": {
+            "x-queue-type": "quorum",
+            "x-single-active-consumer": True,
+            "x-delivery-limit": 2**31 - 1,
+            "x-dead-letter-exchange": "warren.dead",
+            "x-dead-letter-routing-key": "billing",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        },
     }
     binding = next(b for b in document["bindings"] if b["destination"] == "warren.ep.acme")
     assert binding == {

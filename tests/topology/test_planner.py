@@ -11,7 +11,7 @@ from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.delays import level_count
 from warren.topology.plan import Plan
-from warren.topology.planner import HASH_HEADER, plan_topology
+from warren.topology.planner import DELIVERY_LIMIT, HASH_HEADER, plan_topology
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 P = "warren"
@@ -20,6 +20,17 @@ P = "warren"
 def config(*endpoints: dict[str, Any], **sections: Any) -> WarrenConfig:
     eps = [{"url": "https://hooks.example/in", "secret": SECRET, "events": ["message.*"], **e} for e in endpoints]
     return WarrenConfig(endpoints=eps, **sections)
+
+
+def backstop(dead_key: str) -> dict[str, Any]:
+    """The arguments every consumed quorum queue carries: Warren's delivery limit and the route to its DLQ."""
+    return {
+        "x-delivery-limit": DELIVERY_LIMIT,
+        "x-dead-letter-exchange": names.dead_exchange(P),
+        "x-dead-letter-routing-key": dead_key,
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+    }
 
 
 ACME = {"name": "acme", "events": ["message.*", "user.created"]}
@@ -67,7 +78,7 @@ def test_an_unordered_endpoint_has_one_work_queue_behind_a_fanout(plan: Plan) ->
     assert plan.exchange("warren.ep.acme").type == "fanout"
     work = plan.queue("warren.ep.acme.q")
     assert work.endpoint == "acme" and work.role == "work"
-    assert dict(work.arguments) == {"x-queue-type": "quorum"}
+    assert dict(work.arguments) == {"x-queue-type": "quorum", **backstop("acme")}
     assert [q.name for q in plan.endpoint_queues("acme")] == ["warren.ep.acme.q", "warren.ep.acme.dlq"]
     # The delay chain brings retried messages back by routing key (the key ends with the queue's name)
     back = [b for b in plan.bindings if b.source == names.delay_due_exchange(P) and b.destination == work.name]
@@ -84,7 +95,11 @@ def test_an_ordered_endpoint_hashes_a_header_onto_n_single_active_consumer_parti
     partitions = [q for q in plan.endpoint_queues("billing") if q.role.startswith("partition")]
     assert [q.name for q in partitions] == [f"warren.ep.billing.p{i:02d}" for i in range(8)]
     for queue in partitions:
-        assert dict(queue.arguments) == {"x-queue-type": "quorum", "x-single-active-consumer": True}
+        assert dict(queue.arguments) == {
+            "x-queue-type": "quorum",
+            "x-single-active-consumer": True,
+            **backstop("billing"),
+        }
     weights = {b.destination: b.routing_key for b in plan.bindings if b.source == exchange.name}
     assert weights == {q.name: "1" for q in partitions}
     # Ordered endpoints retry in the worker: no way back from the delay chain into a partition
@@ -133,6 +148,7 @@ def test_delay_queues_chain_down_and_dead_letter_at_least_once(plan: Plan) -> No
         below = names.delay_exchange(P, level - 1) if level else names.delay_due_exchange(P)
         assert dict(queue.arguments) == {
             "x-queue-type": "quorum",
+            "x-delivery-limit": DELIVERY_LIMIT,
             "x-message-ttl": 1 << level,
             "x-dead-letter-exchange": below,
             "x-dead-letter-strategy": "at-least-once",
@@ -144,11 +160,11 @@ def test_delay_queues_chain_down_and_dead_letter_at_least_once(plan: Plan) -> No
         assert keys == {(queue.name, f"{skip}1.#"), (below, f"{skip}0.#")}
 
 
-def test_dlqs_have_no_delivery_limit_and_no_ttl(plan: Plan) -> None:
+def test_dlqs_have_warrens_delivery_limit_and_no_ttl(plan: Plan) -> None:
     for endpoint in ("acme", "billing"):
         dlq = plan.queue(names.dlq(P, endpoint))
         assert dlq.endpoint == endpoint
-        assert "x-delivery-limit" not in dlq.arguments
+        assert dlq.arguments["x-delivery-limit"] == DELIVERY_LIMIT
         assert "x-message-ttl" not in dlq.arguments
         assert "x-expires" not in dlq.arguments
         assert "x-dead-letter-exchange" not in dlq.arguments
@@ -181,3 +197,40 @@ def test_no_endpoints_still_plans_the_shared_objects() -> None:
         e.name for e in plan.exchanges
     }
     assert all(q.endpoint is None for q in plan.queues)
+
+
+def test_every_quorum_queue_declares_warrens_delivery_limit() -> None:
+    # Given endpoints of both orderings and an inbound source
+    plan = plan_topology(
+        config(ACME, BILLING, inbound=[{"name": "stripe", "verifier": "none", "id_field": "id", "handler": "m:f"}])
+    )
+    # Then no quorum queue is left to the broker's default limit (20 on RabbitMQ 4.x): each names Warren's,
+    # the largest the argument holds (-1 would drop at the first return on 3.10)
+    quorum = [q for q in plan.queues if q.arguments["x-queue-type"] == "quorum"]
+    assert len(quorum) == len(plan.queues) - 1  # all but the state stream
+    assert {q.arguments["x-delivery-limit"] for q in quorum} == {2**31 - 1}
+
+
+def test_every_consumed_queue_dead_letters_at_least_once_into_its_own_dlq() -> None:
+    # Given the queues workers and the inbox consume: work, partitions, inbound
+    plan = plan_topology(
+        config(ACME, BILLING, inbound=[{"name": "stripe", "verifier": "none", "id_field": "id", "handler": "m:f"}])
+    )
+    consumed = [q for q in plan.queues if q.role in ("work", "inbound stripe") or q.role.startswith("partition")]
+    assert len(consumed) == 1 + 8 + 1
+    dead_routes = {b.routing_key: b.destination for b in plan.bindings if b.source == names.dead_exchange(P)}
+    for queue in consumed:
+        # Then each has the backstop route, at least once (which needs reject-publish), ...
+        key = str(queue.arguments["x-dead-letter-routing-key"])
+        assert {k: v for k, v in queue.arguments.items() if k in backstop(key)} == backstop(key)
+        # ... and its key lands in that queue's own DLQ
+        expected = names.inbound_dlq(P, "stripe") if queue.endpoint is None else names.dlq(P, queue.endpoint)
+        assert dead_routes[key] == expected
+    # And the DLQs themselves dead-letter nowhere (a route from a DLQ could only loop or drop)
+    assert all("x-dead-letter-exchange" not in q.arguments for q in plan.queues if q.name.endswith(".dlq"))
+
+
+def test_classic_queues_get_no_delivery_limit_or_backstop() -> None:
+    plan = plan_topology(config(ACME, BILLING, broker={"queue_type": "classic"}))
+    assert not [q for q in plan.queues if "x-delivery-limit" in q.arguments]
+    assert plan.queue("warren.ep.acme.q").arguments == {"x-queue-type": "classic"}

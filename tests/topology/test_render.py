@@ -42,16 +42,18 @@ def test_the_tree_follows_a_message_from_the_events_exchange(text: str) -> None:
     order = [
         "warren.events (topic)",
         "message.* → warren.ep.acme (fanout)",
-        "warren.ep.acme.q — work  [quorum]",
+        "warren.ep.acme.q — work  [quorum, dead-letters to warren.dead [acme], at-least-once, limit 2^31-1]",
         "order.paid, order.refunded → warren.ep.billing (x-consistent-hash)  hash on header warren-key",
-        "warren.ep.billing.p00 — partition 0  [quorum, single-active-consumer]",
-        "warren.ep.billing.p02 — partition 2  [quorum, single-active-consumer]",
+        "warren.ep.billing.p00 — partition 0  [quorum, dead-letters to warren.dead [billing], "
+        "at-least-once, limit 2^31-1, single-active-consumer]",
+        "warren.ep.billing.p02 — partition 2  [quorum, dead-letters to warren.dead [billing], "
+        "at-least-once, limit 2^31-1, single-active-consumer]",
         "delay chain: 11 levels, longest delay 2.047s",
         "warren.delay.due (topic)",
         "#.warren.ep.acme.q → warren.ep.acme.q",
         "warren.dead (direct)",
-        "acme → warren.ep.acme.dlq — dead letters  [quorum]",
-        "billing → warren.ep.billing.dlq — dead letters  [quorum]",
+        "acme → warren.ep.acme.dlq — dead letters  [quorum, limit 2^31-1]",
+        "billing → warren.ep.billing.dlq — dead letters  [quorum, limit 2^31-1]",
         "warren.operator (topic)",
     ]
     positions = [next((i for i, line in enumerate(lines) if item in line), -1) for item in order]
@@ -63,7 +65,7 @@ def test_the_delay_chain_is_summarised_not_listed(text: str) -> None:
     # Given 11 delay levels, the tree names the range once instead of 11 queues and 11 exchanges
     assert "warren.delay.l00 … warren.delay.l10 (topic)" in text
     assert "warren.delay.l00.q … warren.delay.l10.q: ttl 2^k ms (1ms, 2ms, 4ms, … 1.024s)" in text
-    assert "[quorum, at-least-once, reject-publish]" in text
+    assert "[quorum, at-least-once, limit 2^31-1]" in text
     assert "warren.delay.l05.q" not in text
 
 

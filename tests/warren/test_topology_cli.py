@@ -22,11 +22,12 @@ def test_show_prints_the_tree_of_the_demo() -> None:
     assert "vhost '/' · prefix 'demo' · quorum queues" in out.splitlines()[0]
     for expected in (
         "message.* → demo.ep.acme (fanout)",
-        "demo.ep.acme.q — work  [quorum]",
+        "demo.ep.acme.q — work  [quorum, dead-letters to demo.dead [acme], at-least-once, limit 2^31-1]",
         "demo.ep.billing (x-consistent-hash)  hash on header warren-key",
-        "demo.ep.billing.p07 — partition 7  [quorum, single-active-consumer]",
+        "demo.ep.billing.p07 — partition 7  [quorum, dead-letters to demo.dead [billing], "
+        "at-least-once, limit 2^31-1, single-active-consumer]",
         "# → demo.ep.audit (fanout)",
-        "audit → demo.ep.audit.dlq — dead letters  [quorum]",
+        "audit → demo.ep.audit.dlq — dead letters  [quorum, limit 2^31-1]",
         "delay chain: 11 levels",
     ):
         assert expected in out, expected

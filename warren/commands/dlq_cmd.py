@@ -34,6 +34,7 @@ from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 from warren.topology.errors import BrokerUnavailable, ManagementError, TopologyError
+from warren.topology.planner import DELIVERY_LIMIT
 
 __all__ = ["register"]
 
@@ -96,17 +97,22 @@ async def _with_broker(config: WarrenConfig, work: Callable[[AbstractConnection]
 
 
 async def _guard_delivery_limit(config: WarrenConfig, queue: str) -> None:
-    """Refuse to read a DLQ that a delivery limit applies to: every read counts as a delivery there."""
+    """Refuse to read a DLQ whose delivery limit is below Warren's: every read counts as a delivery there.
+
+    Warren's own limit (2^31-1) cannot run out by reading (broker/dlq/browse.py); a lower one can.
+    """
     try:
         async with ManagementClient.from_settings(config.broker) as api:
             limit = await delivery_limit(api, queue)
     except ManagementError as exc:
         err_console.print(f"note: could not check {queue} for a delivery limit ({exc})", highlight=False)
         return
-    if limit is not None:
+    if limit is not None and limit < DELIVERY_LIMIT:
         fail(
-            f"{queue} has a delivery limit of {limit} (argument or policy): each read counts as a delivery, so "
-            "reading it would eventually drop messages. Remove the limit from the DLQ first."
+            f"{queue} has a delivery limit of {limit} (its argument, a policy, or RabbitMQ 4.x's default): each "
+            "read returns every message once and counts as a delivery, so reading it would eventually drop "
+            "messages. Run `warren setup` (it gives Warren's queues a limit of 2^31-1), and remove any lower "
+            "delivery-limit policy that matches the DLQ."
         )
 
 

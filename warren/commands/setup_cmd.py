@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
+from warren.broker.migration import PolicyCheck
 from warren.broker.prune import LeftoverOutcome
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
 from warren.topology.config import WarrenConfig
@@ -54,6 +55,27 @@ def _leftover_line(outcome: LeftoverOutcome) -> str:
     return f"  [{style}]{action}[/] {leftover.kind} [bold]{escape(leftover.name)}[/]: {escape(why)}"
 
 
+def _policy_line(check: PolicyCheck, dry_run: bool) -> str:
+    verbs = {"create": "put", "update": "updated", "delete": "deleted"}
+    verb = ("would be " if dry_run else "") + verbs[check.status]
+    if check.policy is None:
+        return f"  [yellow]{verb}[/] policy [bold]{escape(check.name)}[/] (no queue needs it any more)"
+    given = ", ".join(f"{k}={v}" for k, v in check.policy.definition.items())
+    count = len(check.policy.queues)
+    return f"  [yellow]{verb}[/] policy [bold]{escape(check.name)}[/]: {escape(given)} on {count} queue(s)"
+
+
+def _migration_lines(report: SetupReport) -> None:
+    verb = "would migrate" if report.dry_run or not report.ok else "migrated"
+    for check in report.migrating:
+        missing = ", ".join(d.field for d in check.differences)
+        _say(f"  [yellow]{verb}[/] queue [bold]{escape(check.name)}[/] by policy: it lacks {escape(missing)}")
+    if report.migrating:
+        _say(f"      [dim]{escape(report.migrating[0].hint)}[/]")
+    for policy in report.policy_changes:
+        _say(_policy_line(policy, report.dry_run or not report.ok))
+
+
 def render_report(report: SetupReport) -> None:
     """The report as the CLI prints it: a count table, then what changes, leftovers and warnings."""
     mode = " · dry run, nothing changed" if report.dry_run else ""
@@ -67,6 +89,7 @@ def render_report(report: SetupReport) -> None:
             _say(f"  [red]differs[/] {check.kind} [bold]{escape(check.name)}[/]")
             for difference in check.differences:
                 _say(f"      {escape(difference.describe())}")
+    _migration_lines(report)
     if report.leftovers:
         _say("[bold]Leftovers[/] (in Warren's namespaces, not in the plan):")
         for outcome in report.leftovers:
@@ -82,10 +105,12 @@ def render_report(report: SetupReport) -> None:
     elif report.dry_run:
         doomed = sum(1 for x in report.leftovers if x.action == "would delete")
         also = f" and {doomed} leftovers deleted" if doomed else ""
+        also += f" and {len(report.migrating)} queues migrated by policy" if report.migrating else ""
         _say(f"Dry run: {len(report.to_create)} objects would be created{also}; run without --dry-run to apply.")
     else:
-        present = len(report.objects) - len(report.to_create)
+        present = len(report.objects) - len(report.to_create) - len(report.migrating)
         deleted = f", {len(report.deleted)} leftovers deleted" if report.deleted else ""
+        deleted += f", {len(report.migrating)} queues migrated by policy" if report.migrating else ""
         _say(f"[bold green]Done[/]: {len(report.to_create)} objects created, {present} already present{deleted}.")
 
 

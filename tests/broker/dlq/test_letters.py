@@ -107,3 +107,24 @@ def test_an_event_without_key_shows_no_key() -> None:
     # Warren's publisher puts the event id in the hash header when the event has no key: that is not a key
     letter = dead_letter_from(0, BODY, {wire.H_KEY: b"evt_1"}, "evt_1", "order.paid")
     assert letter.key is None
+
+
+def test_a_letter_rabbitmq_dead_lettered_shows_rabbitmqs_reason_and_time() -> None:
+    # Given a message the backstop route brought from a work queue that hit its delivery limit: no warren-*
+    # dead-letter headers, only RabbitMQ's x-death (newest first; an earlier trip through a delay level after)
+    died = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
+    headers = {
+        "x-death": [
+            {"reason": "delivery_limit", "queue": "w.ep.acme.q", "time": died, "count": 1},
+            {"reason": "expired", "queue": "w.delay.l03.q", "time": died - dt.timedelta(seconds=5), "count": 1},
+        ],
+        "x-first-death-reason": "expired",
+    }
+    letter = dead_letter_from(0, b'{"id": "e1", "type": "t"}', headers, "e1", "t")
+    # Then the reason says what happened, where, and who did it; the time is the death's
+    assert letter.dead_reason == "delivery_limit in w.ep.acme.q (dead-lettered by RabbitMQ)"
+    assert letter.dead_ms == round(died.timestamp() * 1000)
+    assert letter.summary()["dead_reason"] == letter.dead_reason
+    # And Warren's own reason, when there is one, wins
+    own = dead_letter_from(0, b"{}", {**headers, wire.H_DEAD_REASON: "exhausted"}, "e1", "t")
+    assert own.dead_reason == "exhausted"
