@@ -135,16 +135,24 @@ class Status:
         return document
 
 
-async def _management_stats(api: ManagementClient | None) -> tuple[dict[str, dict[str, Any]], str | None]:
+async def _management_stats(api: ManagementClient | None) -> tuple[dict[str, Mapping[str, Any]], str | None]:
     if api is None:
         return {}, "management API not used"
     try:
         rows = await api.request("GET", f"queues/{quote(api.vhost, safe='')}?{_STATS_QUERY}")
     except ManagementError as exc:
         return {}, str(exc)
+    return queue_stats(rows or [])
+
+
+def queue_stats(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+    """The management API's queue rows by name, or none and why when the broker collects no metrics.
+
+    Without metrics collection (a RabbitMQ 4.x setting) queues are still listed, with no message figures.
+    """
     if rows and not any("messages_unacknowledged" in row for row in rows):
         return {}, NO_METRICS
-    return {row["name"]: row for row in rows or ()}, None
+    return {str(row["name"]): row for row in rows}, None
 
 
 async def collect_status(

@@ -19,7 +19,7 @@ from tests.support.processes import write_config
 from tests.support.receiver import Receiver, Reply
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
-from warren.broker.status import collect_status, rate_of
+from warren.broker.status import NO_METRICS, collect_status, queue_stats, rate_of
 from warren.consumers.health.admin import read_circuit_states
 from warren.consumers.worker import Worker
 from warren.topology import names
@@ -38,6 +38,18 @@ def test_rate_from_samples_and_fallbacks() -> None:
     assert rate_of({"samples": samples[:1], "avg_rate": 1.5}) == 1.5
     assert rate_of({"rate": 0.5}) == 0.5
     assert rate_of(None) is None and rate_of({}) is None
+
+
+def test_a_broker_without_metrics_collection_is_said_so_not_shown_as_zero() -> None:
+    # Given queue rows as RabbitMQ 4.x lists them with management_metrics_collection off: names, no figures
+    bare = [{"name": "w.ep.a.q"}, {"name": "w.ep.a.dlq"}]
+    # Then no row is used (unacked counts and rates stay unknown) and the reason says what is missing
+    assert queue_stats(bare) == ({}, NO_METRICS)
+    assert "unacknowledged counts and rates are not known" in NO_METRICS
+    # While rows with figures are used as they are
+    rows = [{"name": "w.ep.a.q", "messages_unacknowledged": 3}, {"name": "w.ep.a.dlq"}]
+    assert queue_stats(rows) == ({"w.ep.a.q": rows[0], "w.ep.a.dlq": rows[1]}, None)
+    assert queue_stats([]) == ({}, None)
 
 
 async def park_in_delay_chain(config: WarrenConfig, destination: str, seconds: float) -> None:

@@ -88,6 +88,8 @@ def test_the_demo_file_loads_three_local_endpoints_one_ordered() -> None:
         (BROKER + endpoint(extra='ordering = "strict"'), "endpoints[0] ('acme').ordering", "'none' or 'key'"),
         ('[broker]\nqueue_type = "stream"\n', "broker.queue_type", "'quorum' or 'classic'"),
         ("[broker\n", "", "not valid TOML"),
+        # RabbitMQ 4.x refuses a message over 16 MiB by default: a bigger payload could never be published
+        (BROKER + "[delivery]\nmax_payload = 16777217\n", "delivery.max_payload", "less than or equal to 16777216"),
     ],
 )
 def test_each_bad_file_gives_one_error_naming_file_and_field(
