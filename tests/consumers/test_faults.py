@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import shutil
-import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -16,6 +14,7 @@ import orjson
 import pytest
 
 from tests.support.processes import WorkerProcess, write_config
+from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, Reply, always
 from warren.broker.events import Event
 from warren.consumers.worker import Worker
@@ -79,7 +78,7 @@ async def test_sigterm_finishes_in_flight_and_exits_0(
     assert len(receiver.received) == 20
 
 
-@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl for the local broker")
+@pytest.mark.skipif(rabbitmqctl_command() is None, reason="needs rabbitmqctl for the broker under test")
 async def test_rabbitmq_app_restart_mid_run_loses_nothing(endpoint_config, receiver: Receiver, publish) -> None:
     # Given a worker delivering 300 events (unordered and ordered endpoints) at a steady pace
     receiver.behaviour = always(200, delay=0.01)
@@ -92,11 +91,9 @@ async def test_rabbitmq_app_restart_mid_run_loses_nothing(endpoint_config, recei
     async with Worker(config):
         await receiver.wait_for(lambda r: len(r.received) >= 60, 20)
         # When RabbitMQ's application is stopped and started again mid-run
-        await asyncio.to_thread(subprocess.run, ["rabbitmqctl", "stop_app"], check=True, capture_output=True)
-        await asyncio.to_thread(subprocess.run, ["rabbitmqctl", "start_app"], check=True, capture_output=True)
-        await asyncio.to_thread(
-            subprocess.run, ["rabbitmqctl", "await_startup", "--timeout", "60"], check=True, capture_output=True
-        )
+        await rabbitmqctl("stop_app")
+        await rabbitmqctl("start_app")
+        await rabbitmqctl("await_startup", "--timeout", "60")
         # Then the robust connection comes back and every event reaches both endpoints
         expected = {e.id for e in events}
 

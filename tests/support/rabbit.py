@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 AMQP_ENV = "WARREN_TEST_AMQP_URL"
 MANAGEMENT_ENV = "WARREN_TEST_MANAGEMENT_URL"
+RABBITMQCTL_ENV = "WARREN_TEST_RABBITMQCTL"  # the rabbitmqctl command of the broker under test
 PLUGINS = (
     "rabbitmq_management",
     "rabbitmq_consistent_hash_exchange",
@@ -54,3 +57,27 @@ def from_environment() -> RabbitServer | None:
         return None
     management = os.environ.get(MANAGEMENT_ENV, "http://guest:guest@127.0.0.1:15672")
     return RabbitServer(amqp, management)
+
+
+def rabbitmqctl_command() -> list[str] | None:
+    """The ``rabbitmqctl`` that addresses the broker under test, or None (tests that need it skip).
+
+    $WARREN_TEST_RABBITMQCTL when set (``scripts/rabbitmq4 env`` prints the 4.x node's); otherwise the one on
+    PATH, only when the broker under test is this machine's default node (AMQP port 5672): a test must never
+    restart a node other than the one it tests.
+    """
+    configured = os.environ.get(RABBITMQCTL_ENV, "").strip()
+    if configured:
+        return shlex.split(configured)
+    amqp = os.environ.get(AMQP_ENV, "")
+    parts = urlsplit(amqp)
+    local_default = parts.hostname in ("127.0.0.1", "localhost", "::1") and (parts.port or 5672) == 5672
+    found = shutil.which("rabbitmqctl")
+    return [found] if amqp and local_default and found else None
+
+
+async def rabbitmqctl(*args: str, timeout: float = 120) -> None:
+    """Run ``rabbitmqctl ARGS`` against the broker under test (the caller skips when there is none)."""
+    command = rabbitmqctl_command()
+    assert command is not None, f"no rabbitmqctl for the broker under test: set {RABBITMQCTL_ENV}"
+    await asyncio.to_thread(subprocess.run, [*command, *args], check=True, capture_output=True, timeout=timeout)

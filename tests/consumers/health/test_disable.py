@@ -4,8 +4,6 @@ it survives a worker restart and a RabbitMQ application restart, and ``warren en
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 
 from tests.support.health import dlq_count, message_count, operator_inbox, wait_until
 from tests.support.processes import write_config
+from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, always
 from warren.broker.events import Event
 from warren.consumers.health.admin import change_admin, open_connection
@@ -31,11 +30,7 @@ async def warren(*args: str) -> tuple[int, str]:
     return process.returncode or 0, out.decode()
 
 
-async def rabbitmqctl(*args: str) -> None:
-    await asyncio.to_thread(subprocess.run, ["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
-
-
-@pytest.mark.skipif(shutil.which("rabbitmqctl") is None, reason="needs rabbitmqctl for the local broker")
+@pytest.mark.skipif(rabbitmqctl_command() is None, reason="needs rabbitmqctl for the broker under test")
 async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
     endpoint_config, receiver: Receiver, publish, tmp_path: Path
 ) -> None:
