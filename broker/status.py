@@ -139,18 +139,23 @@ async def _management_stats(api: ManagementClient | None) -> tuple[dict[str, Map
     if api is None:
         return {}, "management API not used"
     try:
+        overview = await api.overview()
         rows = await api.request("GET", f"queues/{quote(api.vhost, safe='')}?{_STATS_QUERY}")
     except ManagementError as exc:
         return {}, str(exc)
-    return queue_stats(rows or [])
+    return queue_stats(overview, rows or [])
 
 
-def queue_stats(rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], str | None]:
+def queue_stats(
+    overview: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, Mapping[str, Any]], str | None]:
     """The management API's queue rows by name, or none and why when the broker collects no metrics.
 
-    Without metrics collection (a RabbitMQ 4.x setting) queues are still listed, with no message figures.
+    Without metrics collection (a RabbitMQ 4.x setting) the overview says ``disable_stats`` and queues are
+    still listed, with no message figures. (A queue just declared lacks them too, for a few seconds: that
+    is a sample not arrived yet, shown as such, not a broker without metrics.)
     """
-    if rows and not any("messages_unacknowledged" in row for row in rows):
+    if overview.get("disable_stats") is True:
         return {}, NO_METRICS
     return {str(row["name"]): row for row in rows}, None
 

@@ -41,15 +41,14 @@ def test_rate_from_samples_and_fallbacks() -> None:
 
 
 def test_a_broker_without_metrics_collection_is_said_so_not_shown_as_zero() -> None:
-    # Given queue rows as RabbitMQ 4.x lists them with management_metrics_collection off: names, no figures
+    # Given the overview and queue rows of a RabbitMQ 4.x broker with management_metrics_collection off
     bare = [{"name": "w.ep.a.q"}, {"name": "w.ep.a.dlq"}]
     # Then no row is used (unacked counts and rates stay unknown) and the reason says what is missing
-    assert queue_stats(bare) == ({}, NO_METRICS)
+    assert queue_stats({"disable_stats": True}, bare) == ({}, NO_METRICS)
     assert "unacknowledged counts and rates are not known" in NO_METRICS
-    # While rows with figures are used as they are
+    # While a broker that collects them has its rows used as they are, samples not arrived yet included
     rows = [{"name": "w.ep.a.q", "messages_unacknowledged": 3}, {"name": "w.ep.a.dlq"}]
-    assert queue_stats(rows) == ({"w.ep.a.q": rows[0], "w.ep.a.dlq": rows[1]}, None)
-    assert queue_stats([]) == ({}, None)
+    assert queue_stats({"disable_stats": False}, rows) == ({"w.ep.a.q": rows[0], "w.ep.a.dlq": rows[1]}, None)
 
 
 async def park_in_delay_chain(config: WarrenConfig, destination: str, seconds: float) -> None:
