@@ -203,3 +203,29 @@ def test_the_policy_keys_cover_every_argument_the_limit_and_backstop_add() -> No
     work = plan.queue(names.work_queue("warren", "acme"))
     assert {"x-delivery-limit", *BACKSTOP} <= set(work.arguments)
     assert {"x-delivery-limit", *BACKSTOP} <= set(POLICY_KEYS)
+
+
+async def test_a_dlq_without_warrens_limit_is_read_only_where_no_default_limit_applies(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str, tmp_path: Path
+) -> None:
+    # Given an endpoint's DLQ declared by an earlier release: no x-delivery-limit argument
+    config = make_config(ENDPOINTS[:1])
+    await _declare_as_before(config)
+    path = str(write_config(tmp_path, config))
+    # When it is listed
+    listed = await warren("dlq", "list", "acme", "--config", path)
+    # Then on 4.x (default limit 20, each listing spends one) the command refuses and says to run setup;
+    # on 3.10 (no default limit) it reads it
+    if await _major(management) >= 4:
+        assert listed.code == 1 and "delivery limit of 20" in listed.err and "warren setup" in listed.err
+    else:
+        assert listed.code == 0 and "0 shown of 0" in listed.out, listed.err
+    # And once `warren setup` has migrated it, it is read on both
+    assert (await warren("setup", "--config", path)).code == 0
+    deadline = time.monotonic() + 20
+    while (relisted := await warren("dlq", "list", "acme", "--config", path)).code != 0:
+        assert time.monotonic() < deadline, relisted.err  # (4.x reports the new limit within seconds)
+        await asyncio.sleep(0.5)
+    for policy in await management.policies():
+        if policy["name"].startswith(prefix + "."):
+            await management.delete_policy(policy["name"])
