@@ -167,8 +167,12 @@ class Fleet:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if self._zygote is not None and self._zygote.stdin is not None:
-            self._zygote.stdin.close()
-            await asyncio.wait_for(self._zygote.wait(), 10)
+            self._zygote.stdin.close()  # at EOF the zygote kills any child whose pid never reached us
+            try:
+                await asyncio.wait_for(self._zygote.wait(), 10)
+            except TimeoutError:
+                self._zygote.kill()
+                await self._zygote.wait()
 
 
 async def test_a_worker_killed_30_times_mid_delivery_loses_nothing(
