@@ -51,10 +51,8 @@ async def serve_app(
         try:
             site = web.TCPSite(runner, host, port, backlog=backlog)
             await site.start()
-            bound = port
-            server = site._server
-            if isinstance(server, asyncio.Server) and server.sockets:
-                bound = server.sockets[0].getsockname()[1]
+            # Read from the runner rather than from the site's server: under uvloop that is not an asyncio.Server.
+            bound = runner.addresses[0][1] if runner.addresses else port
             log.info("%s listening on http://%s:%d", name, host, bound)
             if on_listening is not None:
                 on_listening(host, bound)
