@@ -113,6 +113,15 @@ async def start(cmd: list[str], log: Path, ready: bytes) -> asyncio.subprocess.P
     return process
 
 
+def cpu_seconds(processes: list[asyncio.subprocess.Process]) -> float:
+    """User plus system CPU time the processes have used so far (Linux /proc)."""
+    total = 0
+    for process in processes:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def worker_command(loop: str, path: Path) -> list[str]:
     if loop == "uvloop":
         return [PY, "-m", "warren", "worker", "--config", str(path)]
@@ -173,6 +182,7 @@ async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str
                         stdout=asyncio.subprocess.DEVNULL,
                         stderr=asyncio.subprocess.DEVNULL,
                     )
+        cpu_at_start = cpu_seconds(processes)  # after startup: imports and connecting are not per event
         publisher = await asyncio.create_subprocess_exec(
             PY,
             str(ROOT / "bench" / "publisher.py"),
@@ -191,7 +201,9 @@ async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str
         while stats["distinct_ok"] < workload.count and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
+        cpu = cpu_seconds(processes) - cpu_at_start
         return {
+            "per_cpu_s": stats["distinct_ok"] / max(1e-9, cpu),
             "publish_per_s": published["rate"],
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
             "p50_ms": (stats["p50"] or 0) * 1000,
@@ -230,13 +242,13 @@ def median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]]) -> str:
+def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]], key: str) -> str:
     # Pair by pair: run i of each system ran back to back, so their ratio cancels the drift.
-    pairs = [a["deliveries_per_s"] / b["deliveries_per_s"] for a, b in zip(rows, reference, strict=True)]
+    pairs = [a[key] / b[key] for a, b in zip(rows, reference, strict=True)]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
-async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str]) -> None:
+async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
@@ -247,19 +259,21 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
             f" · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')}"
         )
-        ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
-        print("\n## Ceilings (same machine, same run)")
-        for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
-            print(
-                f"- {key}: {median(ceiling_rows, key):,.0f}/s  (runs: "
-                f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
-            )
+        if not skip_ceilings:
+            ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
+            print("\n## Ceilings (same machine, same run)")
+            for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
+                print(
+                    f"- {key}: {median(ceiling_rows, key):,.0f}/s  (runs: "
+                    f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
+                )
         print("\n## Workloads")
         print(
-            "| workload | system | publish/s | deliveries/s | p50 ms | p99 ms | lost | requests "
-            "| vs bare, same loop (per run) | uvloop vs asyncio (per run) |"
+            "| workload | system | publish/s | deliveries/s | per CPU-s | p50 ms | p99 ms | lost | requests "
+            "| deliveries/s vs bare, same loop (per run) | uvloop vs asyncio: deliveries/s (per run) "
+            "| uvloop vs asyncio: per CPU-s (per run) |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
             workload = WORKLOADS[name]
             systems = [System(n, loop) for n in workers for loop in loops]
@@ -270,14 +284,20 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
                     results[system].append(await one_run(workload, system, workdir))
             for system, rows in results.items():
                 bare_rows = results.get(System(0, system.loop))
-                vs_bare = per_run_ratio(rows, bare_rows) if bare_rows and system.workers else "-"
+                vs_bare = "-"
+                if bare_rows and system.workers:
+                    vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
                 asyncio_rows = results.get(System(system.workers, "asyncio"))
-                vs_asyncio = per_run_ratio(rows, asyncio_rows) if asyncio_rows and system.loop != "asyncio" else "-"
+                vs_asyncio = vs_asyncio_cpu = "-"
+                if asyncio_rows and system.loop != "asyncio":
+                    vs_asyncio = per_run_ratio(rows, asyncio_rows, "deliveries_per_s")
+                    vs_asyncio_cpu = per_run_ratio(rows, asyncio_rows, "per_cpu_s")
                 print(
                     f"| {name} | {system.name} | {median(rows, 'publish_per_s'):,.0f} | "
-                    f"{median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'p50_ms'):,.0f} | "
-                    f"{median(rows, 'p99_ms'):,.0f} | {max(r['lost'] for r in rows):.0f} | "
-                    f"{median(rows, 'requests'):,.0f} | {vs_bare} | {vs_asyncio} |",
+                    f"{median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} | "
+                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | "
+                    f"{max(r['lost'] for r in rows):.0f} | {median(rows, 'requests'):,.0f} | "
+                    f"{vs_bare} | {vs_asyncio} | {vs_asyncio_cpu} |",
                     flush=True,
                 )
     finally:
@@ -291,8 +311,9 @@ if __name__ == "__main__":
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--workloads", default="happy,flaky,slow,happy-ordered")
     parser.add_argument("--loops", default="uvloop", help="uvloop, asyncio, or both: asyncio,uvloop")
+    parser.add_argument("--skip-ceilings", action="store_true", help="do not measure the machine's ceilings")
     a = parser.parse_args()
     loops = a.loops.split(",")
     if not set(loops) <= {"uvloop", "asyncio"}:
         parser.error("--loops takes uvloop and/or asyncio")
-    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops))
+    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings))

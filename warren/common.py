@@ -53,7 +53,7 @@ def run(coroutine: Coroutine[Any, Any, T], *, service: bool = False) -> T:
     """Run a command's coroutine; Warren's own errors become one line and exit 1, never a traceback.
 
     ``service`` marks the long-running commands (worker, api, receive, inbox): they run on uvloop when it is
-    installed (``warren.loop``). The one-shot commands keep asyncio's loop, where startup time matters more.
+    installed (``warren.loop``). The one-shot commands keep asyncio's loop: they wait on the broker, not on it.
     """
     try:
         return run_on_best_loop(coroutine) if service else asyncio.run(coroutine)
