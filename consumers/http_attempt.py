@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from warren.consumers.egress import ForbiddenAddress, GuardedResolver, check_url_literal
+from warren.consumers.egress import ForbiddenAddress, GuardedConnector, check_url_literal
 
 __all__ = ["AttemptResult", "HttpSender", "new_session"]
 
@@ -34,10 +34,8 @@ class AttemptResult:
 
 def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
     """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it)."""
-    resolver = None if allow_private_networks else GuardedResolver()
-    connector = aiohttp.TCPConnector(
-        limit=0, limit_per_host=0, keepalive_timeout=30, resolver=resolver, ttl_dns_cache=60
-    )
+    connector_type = aiohttp.TCPConnector if allow_private_networks else GuardedConnector
+    connector = connector_type(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=60)
     # Responses are read only for the attempt log, so ask for them uncompressed. Setting the header (rather
     # than skip_auto_headers) keeps aiohttp on its fast path for every request.
     return aiohttp.ClientSession(

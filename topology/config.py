@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from warren.topology.addresses import connect_host, literal_problem, url_host_problem
 from warren.topology.durations import parse_duration
 from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.errors import WarrenError
@@ -325,6 +326,12 @@ class Endpoint(_Frozen):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("url must be an absolute http:// or https:// URL")
+        try:
+            problem = literal_problem(connect_host(value))
+        except ValueError as exc:  # yarl refuses the host (e.g. an IDNA error)
+            problem = f"the host cannot be used: {exc}"
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("retry_statuses")
@@ -549,6 +556,16 @@ class WarrenConfig(BaseSettings):
                 raise ValueError(f"endpoint name {endpoint.name!r} appears twice")
             seen.add(endpoint.name)
         return value
+
+    @model_validator(mode="after")
+    def _no_private_literals(self) -> WarrenConfig:
+        # What is known without DNS is refused at load; names are judged on their answers when connecting.
+        if not self.delivery.allow_private_networks:
+            for endpoint in self.endpoints:
+                problem = url_host_problem(endpoint.url)
+                if problem:
+                    raise ValueError(f"endpoint {endpoint.name!r}: url refused: {problem}")
+        return self
 
     @classmethod
     def settings_customise_sources(
