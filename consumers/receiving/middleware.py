@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.headers import undecodable
 from warren.consumers.receiving.verifiers import Verifier
 
 __all__ = ["DEFAULT_MAX_BODY", "error_response", "read_body", "verification_middleware", "verified_handler"]
@@ -60,6 +61,9 @@ async def _verify(request: web.Request, verifier: Verifier, max_body: int) -> by
     except BodyTooLarge as exc:
         return error_response(413, "payload_too_large", str(exc))
     try:
+        bad = undecodable(request.headers)
+        if bad is not None:
+            raise VerificationError("malformed_header", f"header {bad} is not valid UTF-8")
         verifier.verify(request.headers, body)
     except VerificationError as exc:
         # Logged without headers or body: they may hold what an attacker wants echoed back.
