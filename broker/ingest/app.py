@@ -134,10 +134,12 @@ async def _healthz(_: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    reason = await request.app[LINK].not_ready_reason()
-    if reason is None:
+    not_ready = await request.app[LINK].not_ready_reason()
+    if not_ready is None:
         return _json({"status": "ready"})
-    return _json({"status": "not ready", "reason": reason}, 503, {"Retry-After": str(request.app[_LIMITS].retry_after)})
+    log.warning("not ready: %s", not_ready.detail)
+    headers = {"Retry-After": str(request.app[_LIMITS].retry_after)}
+    return _json({"status": "not ready", "reason": not_ready.reason}, 503, headers)
 
 
 async def _openapi(request: web.Request) -> web.Response:
