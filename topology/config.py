@@ -221,6 +221,15 @@ class DeliverySettings(_Frozen):
     user_agent: str = "Warren-Webhooks/0.1"
 
 
+def _guessable(text: str, what: str) -> str | None:
+    """Why a shared secret is too weak to use: under 16 bytes of UTF-8, or nothing but whitespace."""
+    if not text.strip():
+        return f"{what} cannot be whitespace only"
+    if len(text.encode()) < 16:
+        return f"{what} needs at least 16 bytes"
+    return None
+
+
 def _resolve_token(value: object) -> object:
     if not isinstance(value, str):
         return value
@@ -228,8 +237,9 @@ def _resolve_token(value: object) -> object:
         text = resolve_secret_text(value)
     except SecretError as exc:
         raise ValueError(str(exc)) from None
-    if len(text) < 16:
-        raise ValueError("an API token needs at least 16 characters")
+    weak = _guessable(text, "an API token")
+    if weak or len(text) < 16:
+        raise ValueError(weak or "an API token needs at least 16 characters")
     return text
 
 
@@ -378,6 +388,15 @@ def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
     return tuple(resolved)
 
 
+def _strong_plain_secrets(value: tuple[SecretStr, ...] | None) -> tuple[SecretStr, ...] | None:
+    """hmac-sha256 and token secrets are guessed or brute-forced when short: the same floor as API tokens."""
+    for secret in value or ():
+        weak = _guessable(secret.get_secret_value(), "a secret")
+        if weak:
+            raise ValueError(weak)
+    return value
+
+
 PlainSecrets = Annotated[
     tuple[SecretStr, ...],
     PlainValidator(_parse_plain_secrets),
@@ -451,6 +470,8 @@ class InboundSource(_Frozen):
                     WebhookSecret(text.get_secret_value())
             except SecretError as exc:
                 raise ValueError(f"secret: {exc}") from None
+        if self.verifier in ("hmac-sha256", "token"):
+            _strong_plain_secrets(self.secret)
         if self.verifier in ("hmac-sha256", "token") and self.header is None:
             raise ValueError(f"verifier {self.verifier!r} needs the name of its header")
         if self.id_header is not None and self.id_field is not None:
