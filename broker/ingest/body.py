@@ -3,6 +3,7 @@ schema (422 naming the field)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from warren.broker.ingest.errors import (
     ApiError,
     FieldProblem,
 )
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 
 __all__ = [
     "check_content_type",
@@ -86,10 +88,20 @@ def invalid(problems: list[FieldProblem]) -> ApiError:
     return ApiError(422, INVALID, f"{first.field}: {first.message}{more}", fields=problems[:_MAX_LISTED])
 
 
-async def parse_body(request: web.Request, model: type[M], limit: int) -> M:
-    """Check, read and validate the body as ``model``; every failure is an ApiError with its status."""
+async def parse_body(
+    request: web.Request, model: type[M], limit: int, before: Callable[[bytes], None] | None = None
+) -> M:
+    """Check, read and validate the body as ``model``; every failure is an ApiError with its status.
+
+    ``before`` sees the raw bytes first, to refuse what is cheap to refuse before parsing them whole.
+    """
     check_content_type(request)
     raw = await read_limited(request, limit)
+    if before is not None:
+        before(raw)
+    duplicate = duplicate_key(raw)
+    if duplicate is not None:
+        raise ApiError(400, BAD_JSON, "request body is not valid JSON: " + DUPLICATE_KEY.format(duplicate))
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
