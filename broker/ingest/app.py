@@ -25,6 +25,7 @@ from warren.broker.ingest.accept import (
     publish_one,
 )
 from warren.broker.ingest.auth import check_authorization, encode_tokens
+from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import check_content_type, invalid, parse_body, too_large
 from warren.broker.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
 from warren.broker.ingest.eventtypes import TypeFilter
@@ -105,11 +106,17 @@ async def _publish_event(request: web.Request) -> web.Response:
 
 async def _publish_batch(request: web.Request) -> web.Response:
     limits = request.app[_LIMITS]
-    batch = await parse_body(request, BatchIn, request.app[_MAX_BODY])
+    too_many = invalid([FieldProblem("events", f"at most {limits.max_batch} events per batch (api.max_batch)")])
+
+    def count_first(raw: bytes) -> None:
+        if events_over(raw, limits.max_batch):
+            raise too_many
+
+    batch = await parse_body(request, BatchIn, request.app[_MAX_BODY], before=count_first)
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key, max_length=batch_key_max_length(limits.max_batch))
     if len(batch.events) > limits.max_batch:
-        raise invalid([FieldProblem("events", f"at most {limits.max_batch} events per batch (api.max_batch)")])
+        raise too_many
     events = build_events(batch.events, event_ids(batch.events, key, batch=True), limits, batch=True)
     try:
         outcome = await publish_batch(request.app[LINK], events, limits)

@@ -18,6 +18,7 @@ from warren.broker.ingest.accept import (
     event_ids,
 )
 from warren.broker.ingest.auth import bearer_token, check_authorization, encode_tokens, token_matches
+from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import field_path
 from warren.broker.ingest.errors import ApiError
 from warren.broker.ingest.eventtypes import TypeFilter, topic_matches
@@ -217,3 +218,22 @@ def test_the_measured_size_is_the_size_of_the_published_body() -> None:
     item = EventIn(type="order.created", data={"x": "é" * 100, "n": [1, 2.5, None]}, key="k", sequence=1)
     [event] = build_events([item], ["id1"], limits(), batch=False)
     assert len(orjson.dumps(event.envelope())) == len(events.encode_event(event).body)
+
+
+def test_counting_a_batch_stops_at_the_first_event_over_the_limit() -> None:
+    # Given 3 well-formed events and then garbage: a walk that went on would fail on it, not answer True
+    body = b'{"events": [' + b",".join([b'{"type": "a", "data": {"x": {}}}'] * 3) + b", {nonsense"
+    assert events_over(body, 2) is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"events": [{"type": "a", "data": {"x": {}}}, {"type": "a", "data": {"y": {}}}]}',  # 2, many braces
+        b'{"other": {"a": {}}, "events": [{}, {}]}',
+        b"[{}, {}, {}, {}, {}]",  # not the shape: the full parse explains
+        b'{"events": [{} oops, {}, {}, {}]}',
+    ],
+)
+def test_counting_a_batch_at_or_under_the_limit_or_of_another_shape(body: bytes) -> None:
+    assert events_over(body, 2) is False
