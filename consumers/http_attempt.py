@@ -6,11 +6,12 @@ aiohttp's exceptions are mapped to short error texts here and nowhere else.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 
 from warren.consumers.egress import ForbiddenAddress, GuardedConnector, check_url_literal
+from warren.topology.redact import redact_urls
 
 __all__ = ["AttemptResult", "HttpSender", "new_session"]
 
@@ -55,6 +56,13 @@ class HttpSender:
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     async def post(
+        self, url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect_timeout: float
+    ) -> AttemptResult:
+        """POST once; an error text never carries the URL's credentials (aiohttp's messages quote the URL)."""
+        result = await self._post(url, body, headers, timeout=timeout, connect_timeout=connect_timeout)
+        return result if result.error is None else replace(result, error=redact_urls(result.error))
+
+    async def _post(
         self, url: str, body: bytes, headers: dict[str, str], *, timeout: float, connect_timeout: float
     ) -> AttemptResult:
         started = time.monotonic()

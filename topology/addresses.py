@@ -17,6 +17,8 @@ import re
 
 from yarl import URL
 
+from warren.topology.redact import redact_url
+
 __all__ = ["PRIVATE_HINT", "connect_host", "forbidden_reason", "literal_problem", "looks_like_ip", "url_host_problem"]
 
 PRIVATE_HINT = "set delivery.allow_private_networks = true to allow it"
@@ -29,7 +31,7 @@ def connect_host(url: str) -> str:
     """The host aiohttp connects to for ``url`` (IDNA-normalised, no brackets); ValueError when there is none."""
     host = URL(url).raw_host
     if not host:
-        raise ValueError(f"no host in {url!r}")
+        raise ValueError(f"no host in {redact_url(url)!r}")
     return host
 
 

@@ -33,6 +33,7 @@ from warren.topology.addresses import connect_host, literal_problem, url_host_pr
 from warren.topology.durations import parse_duration
 from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.errors import WarrenError
+from warren.topology.redact import redact_urls
 from warren.topology.secrets import (
     ENV_REFERENCE,
     SecretError,
@@ -339,7 +340,7 @@ class Endpoint(_Frozen):
         try:
             problem = literal_problem(connect_host(value))
         except ValueError as exc:  # yarl refuses the host (e.g. an IDNA error)
-            problem = f"the host cannot be used: {exc}"
+            problem = f"the host cannot be used: {redact_urls(str(exc))}"
         if problem:
             raise ValueError(problem)
         return value

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from warren.broker import wire
+from warren.topology.redact import redact_urls
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
 
@@ -80,6 +81,12 @@ def _text(value: object) -> str | None:
     return str(value)
 
 
+def _redacted(value: object) -> str | None:
+    # Letters written before error texts were redacted at the source may still quote a URL's credentials.
+    text = _text(value)
+    return None if text is None else redact_urls(text)
+
+
 def _int(value: object) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
@@ -99,7 +106,7 @@ def _history(value: object) -> tuple[dict[str, Any], ...]:
         items = orjson.loads(text)
     except orjson.JSONDecodeError:
         return ()
-    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+    return tuple(json_safe(i) for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
 
 
 def dead_letter_from(
@@ -126,8 +133,8 @@ def dead_letter_from(
         last_attempt_ms=_int(headers.get(wire.H_LAST_ATTEMPT)),
         dead_ms=_int(headers.get(wire.H_DEAD_AT)),
         last_status=_int(headers.get(wire.H_LAST_STATUS)),
-        last_error=_text(headers.get(wire.H_LAST_ERROR)) or None,
-        dead_reason=_text(headers.get(wire.H_DEAD_REASON)),
+        last_error=_redacted(headers.get(wire.H_LAST_ERROR)) or None,
+        dead_reason=_redacted(headers.get(wire.H_DEAD_REASON)),
         endpoint=_text(headers.get(wire.H_ENDPOINT)),
         history=_history(headers.get(wire.H_HISTORY)),
         headers=dict(headers),
@@ -146,13 +153,15 @@ def format_ms(ms: int | None) -> str | None:
 
 
 def json_safe(value: Any) -> Any:
-    """AMQP header values (bytes, Decimal, datetime, nested tables) as plain JSON values."""
+    """AMQP header values (bytes, Decimal, datetime, nested tables) as plain JSON values, URLs redacted."""
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        return redact_urls(value.decode("utf-8", "replace"))
+    if isinstance(value, str):
+        return redact_urls(value)
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, dt.datetime):

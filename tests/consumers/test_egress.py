@@ -5,6 +5,7 @@ redirects followed, bounded response bodies, and payload limits. Real worker, re
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -200,3 +201,56 @@ async def test_invalid_url_forms_are_refused_not_retried() -> None:
     finally:
         await session.close()
     assert result.forbidden and result.error is not None and result.error.startswith("refused")
+
+
+async def _junk_server() -> tuple[asyncio.Server, int]:
+    """A server answering garbage: aiohttp's error for it quotes the whole URL, query included."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"garbage\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def test_error_texts_hide_credentials_in_the_url() -> None:
+    # Given URLs with credentials in the query (to a server whose reply aiohttp cannot parse) and in userinfo
+    server, port = await _junk_server()
+    session = new_session(True, "test")
+    try:
+        sender = HttpSender(session, allow_private_networks=True, body_limit=10)
+        bad_reply = await sender.post(
+            f"http://127.0.0.1:{port}/x?token=s3cret", b"{}", {}, timeout=2, connect_timeout=1
+        )
+        bad_url = await sender.post("http://user:pa55@[::1/?token=s3cret", b"{}", {}, timeout=2, connect_timeout=1)
+    finally:
+        await session.close()
+        server.close()
+    # Then the error texts still show the URL, without the secrets
+    assert bad_reply.error is not None and "token=***" in bad_reply.error and "s3cret" not in bad_reply.error
+    assert bad_url.error is not None and "***@" in bad_url.error
+    assert "pa55" not in bad_url.error and "s3cret" not in bad_url.error
+
+
+async def test_dead_letter_headers_and_logs_hide_credentials_in_the_url(
+    make_config, publish, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given an endpoint with a token in its URL's query, answering garbage, one attempt allowed
+    server, port = await _junk_server()
+    url = f"http://127.0.0.1:{port}/x?token=s3cret"
+    config = make_config([{"name": "leaky", "url": url, "events": ["#"]}], retry={"max_attempts": 1})
+    await declare(config)
+    caplog.set_level(logging.INFO)
+    try:
+        async with Worker(config):
+            await publish(config, [Event(type="x.y", data={})])
+            [dead] = await dlq_messages(None, config, "leaky", 1)
+    finally:
+        server.close()
+    # Then neither the dead letter's headers nor any log line carry the token
+    assert "token=***" in dead.headers[wire.H_LAST_ERROR]
+    assert "s3cret" not in repr(dead.headers)
+    assert not [r for r in caplog.records if "s3cret" in r.getMessage() or "s3cret" in repr(r.__dict__)]
