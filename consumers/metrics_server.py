@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from warren.broker.connection_guard import GuardedSite, ServerLimits
+from warren.broker.serving import guard_app
 from warren.consumers.metrics import WorkerMetrics
 from warren.topology.errors import WarrenError
 
@@ -25,7 +27,15 @@ __all__ = ["MetricsServer", "endpoint_states", "serve_worker_metrics"]
 class MetricsServer:
     """An aiohttp server on ``host:port`` (port 0 picks a free one; ``port`` tells which after ``start``)."""
 
-    def __init__(self, metrics: WorkerMetrics, is_ready: Callable[[], bool], host: str, port: int) -> None:
+    def __init__(
+        self,
+        metrics: WorkerMetrics,
+        is_ready: Callable[[], bool],
+        host: str,
+        port: int,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.limits = limits or ServerLimits(max_connections=64)
         self.metrics = metrics
         self.is_ready = is_ready
         self.host = host
@@ -49,9 +59,10 @@ class MetricsServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        guard = guard_app(app, self.limits)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = GuardedSite(self._runner, guard, self.host, self.port, backlog=128)
         try:
             await site.start()
         except OSError as exc:
@@ -89,6 +100,7 @@ async def serve_worker_metrics(worker: Worker) -> MetricsServer | None:
         connection = worker.connection
         return worker.ready.is_set() and connection is not None and not connection.is_closed
 
-    server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port)
+    limits = ServerLimits(settings.metrics_header_timeout, max_connections=settings.metrics_max_connections)
+    server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port, limits)
     await server.start()
     return server

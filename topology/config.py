@@ -252,7 +252,15 @@ ApiToken = Annotated[
 ]
 
 
-class ApiSettings(_Frozen):
+class _ServerLimits(_Frozen):
+    """How slow a client of an HTTP server may be, and how many may be connected (slowloris)."""
+
+    header_timeout: PositiveDuration = Field(default=10.0, description="to send a request head (408 after)")
+    body_timeout: PositiveDuration = Field(default=30.0, description="to send a request body (408 after)")
+    max_connections: int = Field(default=512, ge=1, description="open connections; more are answered 503")
+
+
+class ApiSettings(_ServerLimits):
     """The HTTP ingest API (``warren api``): where it listens, who may call it, what it accepts."""
 
     host: str = "127.0.0.1"
@@ -271,6 +279,8 @@ class WorkerSettings(_Frozen):
     log_format: Literal["text", "json"] = "text"
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    metrics_header_timeout: PositiveDuration = 10.0
+    metrics_max_connections: int = Field(default=64, ge=1)
     rebalance_interval: PositiveDuration = 5.0
 
 
@@ -525,7 +535,7 @@ class InboxSettings(_Frozen):
         return value
 
 
-class ReceiverSettings(_Frozen):
+class ReceiverSettings(_ServerLimits):
     """The verifying HTTP endpoint of ``warren receive``."""
 
     host: str = "127.0.0.1"

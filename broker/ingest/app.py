@@ -43,6 +43,7 @@ LINK = web.AppKey("link", BrokerLink)
 _LIMITS = web.AppKey("limits", Limits)
 _TOKENS = web.AppKey("tokens", tuple[bytes, ...])
 _MAX_BODY = web.AppKey("max_body", int)
+_BODY_TIMEOUT = web.AppKey("body_timeout", float)
 _OPENAPI = web.AppKey("openapi", bytes)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -96,7 +97,7 @@ async def _expect(request: web.Request) -> web.StreamResponse | None:
 
 async def _publish_event(request: web.Request) -> web.Response:
     limits = request.app[_LIMITS]
-    item = await parse_body(request, EventIn, request.app[_MAX_BODY])
+    item = await parse_body(request, EventIn, request.app[_MAX_BODY], timeout=request.app[_BODY_TIMEOUT])
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key)
     [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
@@ -112,7 +113,9 @@ async def _publish_batch(request: web.Request) -> web.Response:
         if events_over(raw, limits.max_batch):
             raise too_many
 
-    batch = await parse_body(request, BatchIn, request.app[_MAX_BODY], before=count_first)
+    batch = await parse_body(
+        request, BatchIn, request.app[_MAX_BODY], before=count_first, timeout=request.app[_BODY_TIMEOUT]
+    )
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key, max_length=batch_key_max_length(limits.max_batch))
     if len(batch.events) > limits.max_batch:
@@ -168,6 +171,7 @@ def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Appl
     )
     app[_TOKENS] = encode_tokens(api.tokens)
     app[_MAX_BODY] = api.max_body
+    app[_BODY_TIMEOUT] = api.body_timeout
     app[_OPENAPI] = orjson.dumps(
         openapi_document(
             max_batch=api.max_batch,

@@ -21,6 +21,7 @@ __all__ = [
     "INTERNAL",
     "INVALID",
     "PAYLOAD_TOO_LARGE",
+    "REQUEST_TIMEOUT",
     "UNAUTHORIZED",
     "UNROUTABLE",
     "UNSUPPORTED_MEDIA_TYPE",
@@ -33,6 +34,7 @@ BAD_JSON = "malformed_json"
 UNAUTHORIZED = "unauthorized"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 PAYLOAD_TOO_LARGE = "payload_too_large"
+REQUEST_TIMEOUT = "request_timeout"
 INVALID = "invalid_event"
 EVENT_TYPE_NOT_ALLOWED = "event_type_not_allowed"
 UNROUTABLE = "unroutable"
