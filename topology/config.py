@@ -271,6 +271,15 @@ class ApiSettings(_ServerLimits):
     allowed_event_types: tuple[EventPattern, ...] | None = None
     publish_timeout: PositiveDuration = 10.0
     retry_after: int = Field(default=5, ge=1, le=3600, description="seconds, sent with every 503")
+    idempotency_store: str | None = Field(default=None, description="sqlite:///PATH or postgresql://...")
+    idempotency_retention: PositiveDuration = 24 * 3600.0
+
+    @field_validator("idempotency_store")
+    @classmethod
+    def _idempotency_store_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError("idempotency_store is sqlite:///PATH or a postgresql:// DSN")
+        return value
 
 
 class WorkerSettings(_Frozen):

@@ -18,10 +18,13 @@ __all__ = [
     "BAD_JSON",
     "BROKER_UNAVAILABLE",
     "EVENT_TYPE_NOT_ALLOWED",
+    "IDEMPOTENCY_CONFLICT",
+    "IDEMPOTENCY_IN_PROGRESS",
     "INTERNAL",
     "INVALID",
     "PAYLOAD_TOO_LARGE",
     "REQUEST_TIMEOUT",
+    "STORE_UNAVAILABLE",
     "UNAUTHORIZED",
     "UNROUTABLE",
     "UNSUPPORTED_MEDIA_TYPE",
@@ -40,6 +43,9 @@ EVENT_TYPE_NOT_ALLOWED = "event_type_not_allowed"
 UNROUTABLE = "unroutable"
 BROKER_UNAVAILABLE = "broker_unavailable"
 INTERNAL = "internal_error"
+IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
+STORE_UNAVAILABLE = "store_unavailable"
 
 
 @dataclass(frozen=True)

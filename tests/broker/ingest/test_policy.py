@@ -22,6 +22,7 @@ from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import field_path
 from warren.broker.ingest.errors import ApiError
 from warren.broker.ingest.eventtypes import TypeFilter, topic_matches
+from warren.broker.ingest.idempotency.base import Decision, Row, decide, fingerprint
 from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
 
 TOKENS = encode_tokens([SecretStr("a" * 20), SecretStr("b" * 24)])
@@ -237,3 +238,27 @@ def test_counting_a_batch_stops_at_the_first_event_over_the_limit() -> None:
 )
 def test_counting_a_batch_at_or_under_the_limit_or_of_another_shape(body: bytes) -> None:
     assert events_over(body, 2) is False
+
+
+@pytest.mark.parametrize(
+    ("row", "print_", "decision"),
+    [
+        (None, "a", Decision.CLAIM),
+        (Row("a", "done", 202, b"{}", 10.0, 50.0), "a", Decision.REPLAY),
+        (Row("a", "done", 202, b"{}", 10.0, 50.0), "b", Decision.CONFLICT),
+        (Row("a", "open", None, None, 10.0, 50.0), "b", Decision.CONFLICT),  # bound to its body even unanswered
+        (Row("a", "open", None, None, 10.0, 50.0), "a", Decision.CLAIM),  # a 503 before: try again
+        (Row("a", "busy", None, None, 25.0, 50.0), "a", Decision.BUSY),
+        (Row("a", "busy", None, None, 15.0, 50.0), "a", Decision.CLAIM),  # claimed by a request that died
+        (Row("b", "done", 202, b"{}", 10.0, 30.0), "a", Decision.CLAIM),  # expired: forgotten
+    ],
+)
+def test_idempotency_decision(row: Row | None, print_: str, decision: Decision) -> None:
+    # now = 30, claims older than 20 are stale
+    assert decide(row, print_, 30.0, 20.0).decision is decision
+
+
+def test_the_fingerprint_binds_method_path_and_body() -> None:
+    base = fingerprint("POST", "/v1/events", b"{}")
+    assert base == fingerprint("POST", "/v1/events", b"{}")
+    assert len({base, fingerprint("POST", "/v1/events/batch", b"{}"), fingerprint("POST", "/v1/events", b"{ }")}) == 3
