@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from tests.support.raw_http import status_of
 from warren.broker.connection_guard import ServerLimits
 from warren.broker.ingest.server import serve
+from warren.broker.serving import serve_app
 from warren.consumers.metrics import WorkerMetrics
 from warren.consumers.metrics_server import MetricsServer
 from warren.consumers.receiving.running import serve_receiver
@@ -165,3 +168,37 @@ async def test_a_trickled_body_is_cut_off_at_the_body_timeout(
     writer.close()
     assert status_of(answer) == 408, answer
     assert 0.4 <= time.monotonic() - started < 2.0
+
+
+async def test_a_handler_slower_than_the_header_timeout_is_not_cut() -> None:
+    # Given an app whose handler takes 1 s, served with a 0.3 s header timeout
+    async def slow(_: web.Request) -> web.Response:
+        await asyncio.sleep(1.0)
+        return web.Response(text="done")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    stop = asyncio.Event()
+    bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    limits = ServerLimits(header_timeout=0.3, body_timeout=0.3, max_connections=5)
+    task = asyncio.create_task(
+        serve_app(
+            app,
+            name="t",
+            host="127.0.0.1",
+            port=0,
+            stop=stop,
+            grace=1,
+            log=logging.getLogger("t"),
+            on_listening=lambda _, p: bound.set_result(p),
+            limits=limits,
+        )
+    )
+    try:
+        port = await asyncio.wait_for(bound, 10)
+        # When a client asks for it, Then the answer comes: the deadline covers the request head, not the handler
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/slow") as response:
+            assert (response.status, await response.text()) == (200, "done")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
