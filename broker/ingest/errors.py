@@ -48,6 +48,15 @@ IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
 STORE_UNAVAILABLE = "store_unavailable"
 
 
+def _printable(text: str) -> str:
+    """``text`` as valid UTF-8: a message may quote a header whose bytes were not UTF-8 (aiohttp hands them
+    over as lone surrogates, which no JSON encoder writes), so those bytes become U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class FieldProblem:
     """One field that failed validation: ``events[3].type`` and what is wrong with it."""
@@ -72,9 +81,9 @@ class ApiError(WarrenError):
 
     def body(self) -> dict[str, Any]:
         """The JSON body (shape: ``ErrorBody`` in schemas.py)."""
-        out: dict[str, Any] = {"error": self.code, "message": self.message}
+        out: dict[str, Any] = {"error": self.code, "message": _printable(self.message)}
         if self.fields:
-            out["fields"] = [{"field": f.field, "message": f.message} for f in self.fields]
+            out["fields"] = [{"field": f.field, "message": _printable(f.message)} for f in self.fields]
         if self.failed is not None:
             out["failed"] = self.failed
         return out

@@ -15,8 +15,10 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _post(headers: bytes, body: bytes = b'{"type": "order.paid", "data": {}}') -> bytes:
+    content_type = b"" if b"Content-Type" in headers else b"Content-Type: application/json\r\n"
     return (
-        b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        + content_type
         + b"Content-Length: %d\r\n" % len(body)
         + headers
         + b"Connection: close\r\n\r\n"
@@ -32,8 +34,10 @@ def _post(headers: bytes, body: bytes = b'{"type": "order.paid", "data": {}}') -
         (b"Authorization: \xff\xfe " + TOKEN.encode() + b"\r\n", 401),
         (b"Authorization: Bearer " + TOKEN.encode() + b"\xff\r\n", 401),
         (b"Authorization: Bearer " + TOKEN.encode() + b"\r\nIdempotency-Key: k\xff\xfe\r\n", 422),
+        # echoed in the error message: the JSON answer must still be written
+        (b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Type: \xff/json\r\n", 415),
     ],
-    ids=["token", "scheme", "token-suffix", "idempotency-key"],
+    ids=["token", "scheme", "token-suffix", "idempotency-key", "content-type"],
 )
 async def test_non_utf8_header_bytes_are_refused_without_a_traceback(
     api_config: Callable[..., WarrenConfig],
