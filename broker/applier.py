@@ -32,6 +32,7 @@ __all__ = [
     "apply_setup",
     "check_plugins",
     "counts",
+    "declare_plan",
     "plugin_problems",
 ]
 
@@ -196,8 +197,11 @@ def _still_fed_warnings(
     ]
 
 
-async def _declare(connection: AbstractConnection, plan: Plan) -> None:
-    """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned."""
+async def declare_plan(connection: AbstractConnection, plan: Plan) -> None:
+    """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
+
+    No drift check: ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone.
+    """
     channel = await connection.channel()
     raw = await channel.get_underlay_channel()
     what = ""
@@ -279,12 +283,12 @@ async def apply_setup(
         return report
     connection = await connect(broker.url, name="warren-setup")
     try:
-        await _declare(connection, plan)
+        await declare_plan(connection, plan)
         report.applied = True
         if prune_leftovers and leftovers:
             report.leftovers = await prune(connection, leftovers, state.bindings, force)
     except aiormq.exceptions.AMQPChannelError as exc:
-        # Declaration errors are mapped in _declare; this one came from pruning, after the plan was applied.
+        # Declaration errors are mapped in declare_plan; this one came from pruning, after the plan was applied.
         raise TopologyError(f"the plan is applied, but pruning a leftover failed: {exc}; run setup again") from exc
     except CONNECTION_EXCEPTIONS as exc:
         raise BrokerUnavailable(

@@ -15,10 +15,14 @@ from aio_pika import DeliveryMode, Message
 from warren.broker import wire
 from warren.topology.errors import EventError
 
-__all__ = ["Event", "encode_event", "new_event_id", "validate_event_type"]
+__all__ = ["EVENT_ID_PATTERN", "EVENT_TYPE_PATTERN", "Event", "encode_event", "new_event_id", "validate_event_type"]
 
-_EVENT_TYPE = re.compile(r"^[A-Za-z0-9_\-:/]+(?:\.[A-Za-z0-9_\-:/]+)*$")
-_EVENT_ID = re.compile(r"^[A-Za-z0-9_\-.:]{1,200}$")
+# Also the ingest API's JSON schema patterns (pydantic's and OpenAPI's). Python applies them with fullmatch:
+# with re.match, "$" also matches before a trailing newline, and "x\n" would pass as an id.
+EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_\-:/]+(?:\.[A-Za-z0-9_\-:/]+)*$"
+EVENT_ID_PATTERN = r"^[A-Za-z0-9_\-.:]{1,200}$"
+_EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
+_EVENT_ID = re.compile(EVENT_ID_PATTERN)
 
 
 def new_event_id() -> str:
@@ -28,7 +32,7 @@ def new_event_id() -> str:
 
 def validate_event_type(event_type: str) -> str:
     """An event type is a routing key: dot-separated words, no wildcards, at most 200 bytes."""
-    if len(event_type.encode()) > 200 or not _EVENT_TYPE.match(event_type):
+    if len(event_type.encode()) > 200 or not _EVENT_TYPE.fullmatch(event_type):
         raise EventError(
             f"event type {event_type!r} must be dot-separated words of letters, digits, '_', '-', ':' or '/'"
         )
@@ -48,10 +52,12 @@ class Event:
 
     def __post_init__(self) -> None:
         validate_event_type(self.type)
-        if not _EVENT_ID.match(self.id):
+        if not _EVENT_ID.fullmatch(self.id):
             raise EventError(f"event id {self.id!r} must be 1-200 letters, digits, '_', '-', '.' or ':'")
         if self.key is not None and not 0 < len(self.key.encode()) <= 200:
             raise EventError("an ordering key is 1-200 bytes")
+        if self.key is not None and wire.CONTROL_CHARACTERS.search(self.key):
+            raise EventError(f"ordering key {self.key!r} holds control characters")
         if self.sequence is not None and (isinstance(self.sequence, bool) or self.sequence < 0):
             raise EventError("sequence is a non-negative integer")
 

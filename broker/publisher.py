@@ -6,13 +6,12 @@ import asyncio
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.confirm import one_at_a_time, publish_confirmed
 from warren.broker.events import Event, encode_event
 from warren.topology import names
-from warren.topology.errors import PublishError, UnroutableError, describe
+from warren.topology.errors import PublishError
 
 __all__ = ["DEFAULT_WINDOW", "PublishReport", "Publisher"]
 
@@ -34,8 +33,7 @@ class Publisher:
         self._channel = channel
         self._exchange = exchange
         self._max_payload = max_payload
-        # aiormq matches a returned message to its publish by message_id, so two publishes of one id must
-        # never be in flight together on this channel: the second waits for the first.
+        # Publishes of one id on this channel go one after the other (see one_at_a_time).
         self._in_flight: dict[str, asyncio.Future[None]] = {}
 
     @classmethod
@@ -50,27 +48,15 @@ class Publisher:
     async def publish(self, event: Event) -> str:
         """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
         message = encode_event(event, self._max_payload)
-        while (previous := self._in_flight.get(event.id)) is not None:
-            await asyncio.shield(previous)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._in_flight[event.id] = done
-        try:
-            await self._exchange.publish(message, routing_key=event.type, mandatory=True)
-        except aiormq.exceptions.PublishError as exc:
-            raise UnroutableError(
-                f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
-                event.id,
-            ) from exc
-        except aiormq.exceptions.DeliveryError as exc:
-            raise PublishError(f"RabbitMQ refused event {event.id} (nack)", event.id) from exc
-        except CONNECTION_EXCEPTIONS as exc:
-            raise PublishError(
-                f"event {event.id} not confirmed: connection to RabbitMQ lost ({describe(exc)})",
-                event.id,
-            ) from exc
-        finally:
-            del self._in_flight[event.id]
-            done.set_result(None)
+        async with one_at_a_time(self._in_flight, event.id):
+            await publish_confirmed(
+                self._exchange,
+                message,
+                event.type,
+                what=f"event {event.id}",
+                event_id=event.id,
+                unroutable=f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+            )
         return event.id
 
     async def publish_many(

@@ -18,12 +18,16 @@ from typing import Any
 
 import orjson
 
+from warren.topology.errors import WarrenError
+
 __all__ = ["DUPLICATE_KEY", "duplicate_key"]
 
 DUPLICATE_KEY = "duplicate key {!r} in one JSON object"
 
 
-class _Duplicate(Exception):
+class _Duplicate(WarrenError):
+    """Control flow inside the exact parse: the first repeated key stops it."""
+
     def __init__(self, key: str) -> None:
         self.key = key
 

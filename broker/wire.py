@@ -3,7 +3,8 @@
 The body is the Standard Webhooks envelope exactly as it will be POSTed (``{"id", "type", "timestamp",
 "data"}`` plus ``"key"`` and ``"sequence"`` when set), serialised once by the publisher so that the worker
 signs and sends the same bytes without re-encoding them. The AMQP ``message_id`` is the event id and the
-``type`` property the event type; Warren's own bookkeeping travels in ``warren-*`` headers.
+``type`` property the event type; Warren's own bookkeeping travels in ``warren-*`` headers, whose names
+are defined once in ``topology/headers.py`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -14,57 +15,11 @@ from typing import Any
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 
-__all__ = [
-    "H_ATTEMPT",
-    "H_DEAD_AT",
-    "H_DEAD_REASON",
-    "H_ENDPOINT",
-    "H_FIRST_ATTEMPT",
-    "H_HISTORY",
-    "H_KEY",
-    "H_LAST_ATTEMPT",
-    "H_LAST_ERROR",
-    "H_LAST_RESPONSE",
-    "H_LAST_STATUS",
-    "H_PUBLISHED",
-    "H_REPLAYED",
-    "H_REQUEST_HEADERS",
-    "H_SEQUENCE",
-    "H_SHOVELLED",
-    "H_SOURCE",
-    "RABBITMQ_DEATH_HEADERS",
-    "onward",
-]
+from warren.topology import headers as _headers
+from warren.topology.headers import *  # noqa: F403 (re-exported: the names are defined once, there)
 
-H_KEY = "warren-key"  # ordering key (the event id when the event has none): the consistent-hash input
-H_SEQUENCE = "warren-sequence"  # producer's sequence number, when given
-H_PUBLISHED = "warren-published-ms"  # epoch ms when the publisher sent it: the age and latency origin
-H_ATTEMPT = "warren-attempt"  # attempts already made; never derived from x-death
-H_FIRST_ATTEMPT = "warren-first-attempt-ms"
-H_LAST_ATTEMPT = "warren-last-attempt-ms"
-H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when there was no response
-H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
-H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
-H_ENDPOINT = "warren-endpoint"
-H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
-H_DEAD_AT = "warren-dead-ms"
-H_HISTORY = "warren-history"  # JSON list of the last few attempts, bounded
-H_REPLAYED = "warren-replayed"  # set by replay: the worker starts a fresh attempt budget
-H_SHOVELLED = "x-shovelled"  # added by a shovel with dest-add-forward-headers: marks a shovel replay [3.10.8]
-H_SOURCE = "warren-source"  # inbound: the configured source a received webhook came from
-H_REQUEST_HEADERS = "warren-request-headers"  # inbound: the HTTP request's headers (a table, names lowercased)
-
-# RabbitMQ's own dead-letter bookkeeping. It must be stripped before a message re-enters the delay chain:
-# a message carrying its old x-death back into the same TTL cycle is dropped as a dead-letter cycle.
-RABBITMQ_DEATH_HEADERS = (
-    "x-death",
-    "x-first-death-exchange",
-    "x-first-death-queue",
-    "x-first-death-reason",
-    "x-last-death-exchange",
-    "x-last-death-queue",
-    "x-last-death-reason",
-)
+__all__ = ["onward"]
+__all__ += _headers.__all__
 
 
 def onward(message: AbstractIncomingMessage, headers: Mapping[str, Any]) -> Message:

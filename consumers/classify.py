@@ -1,22 +1,16 @@
-"""What an HTTP outcome means for the message: pure policy, no I/O."""
+"""What an HTTP answer means for the message: pure policy, no I/O (the HTTP transport applies it)."""
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
+from warren.consumers.transport import Outcome
+
 __all__ = ["Outcome", "Verdict", "classify", "parse_retry_after"]
 
 RETRYABLE_4XX = frozenset({408, 425, 429})
-
-
-class Outcome(enum.Enum):
-    DELIVERED = "delivered"  # 2xx: ack
-    RETRY = "retry"  # try again after a delay
-    DEAD = "dead"  # dead-letter now, no further attempt
-    DISABLE = "disable"  # the endpoint is gone (410): park its messages, attempt nothing more
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from warren.broker import wire
 from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+from warren.topology.errors import WarrenError
+from warren.topology.headers import header_history, header_int
 
 __all__ = [
     "HISTORY_LIMIT",
     "Delivery",
     "MalformedMessage",
     "dead_headers",
+    "delivery_count",
+    "history_record",
     "is_replayed",
     "parse_delivery",
     "retry_headers",
@@ -29,7 +33,7 @@ ERROR_TEXT_LIMIT = 300
 RESPONSE_HEADER_LIMIT = 4096
 
 
-class MalformedMessage(ValueError):
+class MalformedMessage(WarrenError, ValueError):
     """The message cannot be delivered as it is (not a Warren envelope); it goes to the DLQ with this reason."""
 
 
@@ -48,28 +52,43 @@ class Delivery:
     def age(self, now_ms: int) -> float:
         return max(0, now_ms - self.published_ms) / 1000
 
+    def continued(self, attempts_made: int, first_attempt_ms: int | None, history: list[dict[str, Any]]) -> Delivery:
+        """The same message after attempts made while it was held unacked (its headers cannot change then)."""
+        return replace(
+            self,
+            attempts_made=attempts_made,
+            first_attempt_ms=first_attempt_ms,
+            history=tuple(history[-HISTORY_LIMIT:]),
+        )
 
-def _int(value: object, default: int) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, bytes | str):
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def _text(name: str, value: object, *, required: bool = True) -> str | None:
+    """A text field of the message, refused as malformed when it is empty or holds control characters."""
+    if value is None and not required:
+        return None
+    if isinstance(value, bytes):
         try:
-            return int(value)
-        except ValueError:
-            return default
-    return default
+            value = value.decode()
+        except UnicodeDecodeError:
+            raise MalformedMessage(f"{name} is not UTF-8") from None
+    if not isinstance(value, str) or not value:
+        raise MalformedMessage(f"{name} is not a non-empty string")
+    if wire.CONTROL_CHARACTERS.search(value):
+        raise MalformedMessage(f"{name} {value!r} holds control characters")
+    return value
 
 
-def _history(value: object) -> tuple[dict[str, Any], ...]:
-    if not isinstance(value, str | bytes):
-        return ()
-    try:
-        items = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return ()
-    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+def delivery_count(headers: Mapping[str, Any]) -> int:
+    """How many times RabbitMQ has returned this message to its queue (``x-delivery-count``; 0 when absent).
+
+    Quorum queues count every return: a nack with requeue, a closed channel or connection (checked on 3.10.8,
+    which sends 0 on the first delivery, and 4.0.5, which sends no header then).
+    """
+    return max(0, header_int(headers.get(wire.H_DELIVERY_COUNT)) or 0)
 
 
 def is_replayed(headers: Mapping[str, Any]) -> bool:
@@ -105,25 +124,27 @@ def parse_delivery(
     missing = [k for k in ("id", "type", "timestamp", "data") if k not in envelope]
     if missing:
         raise MalformedMessage(f"envelope lacks {', '.join(missing)}")
-    event_id = envelope["id"]
-    if not isinstance(event_id, str) or not event_id:
-        raise MalformedMessage("envelope id is not a non-empty string")
+    event_id = _text("envelope id", envelope["id"])
+    event_type = _text("envelope type", envelope["type"])
+    _text("envelope key", envelope.get("key"), required=False)
+    _text(f"header {wire.H_KEY}", headers.get(wire.H_KEY), required=False)
+    assert event_id is not None and event_type is not None
     if message_id and message_id != event_id:
         raise MalformedMessage(f"message_id {message_id!r} differs from the envelope id {event_id!r}")
     replayed = is_replayed(headers)
     return Delivery(
         event_id=event_id,
-        event_type=str(envelope["type"]),
+        event_type=event_type,
         body=body,
-        attempts_made=0 if replayed else max(0, _int(headers.get(wire.H_ATTEMPT), 0)),
+        attempts_made=0 if replayed else max(0, header_int(headers.get(wire.H_ATTEMPT)) or 0),
         # A replay starts a fresh budget, so its age counts from the replay, not from the first publish.
-        published_ms=now_ms if replayed else _int(headers.get(wire.H_PUBLISHED), now_ms),
-        first_attempt_ms=None if replayed else (_int(headers.get(wire.H_FIRST_ATTEMPT), 0) or None),
-        history=_history(headers.get(wire.H_HISTORY)),
+        published_ms=now_ms if replayed else _or(header_int(headers.get(wire.H_PUBLISHED)), now_ms),
+        first_attempt_ms=None if replayed else (header_int(headers.get(wire.H_FIRST_ATTEMPT)) or None),
+        history=header_history(headers.get(wire.H_HISTORY)),
     )
 
 
-def _attempt_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:
+def history_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:
     record: dict[str, Any] = {"at": at_ms, "status": status, "ms": round(duration * 1000)}
     if error:
         record["error"] = error[:ERROR_TEXT_LIMIT]
@@ -132,8 +153,10 @@ def _attempt_record(at_ms: int, status: int, error: str | None, duration: float)
 
 def _carry(headers: Mapping[str, Any]) -> dict[str, Any]:
     # RabbitMQ's x-death must go: a message re-entering the same TTL cycle with it is dropped as a cycle.
-    # The replay marker goes too: the budget it reset is now being spent again.
-    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED, wire.H_SHOVELLED}
+    # The replay marker goes too: the budget it reset is now being spent again. And the delivery count: it
+    # belongs to the copy in the queue, and RabbitMQ 4.0.5 keeps a carried one on the next first delivery
+    # (checked), where it would count against delivery.max_handbacks.
+    drop = {*wire.RABBITMQ_DEATH_HEADERS, wire.H_REPLAYED, wire.H_SHOVELLED, wire.H_DELIVERY_COUNT}
     return {k: v for k, v in headers.items() if k not in drop}
 
 
@@ -149,7 +172,7 @@ def retry_headers(
 ) -> dict[str, Any]:
     """Headers of the next attempt's message: the counter, the first/last attempt, the bounded history."""
     out = _carry(headers)
-    history = [*delivery.history, _attempt_record(attempt_ms, status, error, duration)][-HISTORY_LIMIT:]
+    history = [*delivery.history, history_record(attempt_ms, status, error, duration)][-HISTORY_LIMIT:]
     out[wire.H_ATTEMPT] = delivery.attempts_made + 1
     out[wire.H_FIRST_ATTEMPT] = delivery.first_attempt_ms or attempt_ms
     out[wire.H_LAST_ATTEMPT] = attempt_ms
@@ -171,12 +194,13 @@ def dead_headers(
     error: str | None = None,
     duration: float = 0.0,
     response: str = "",
+    dead_ms: int | None = None,
 ) -> dict[str, Any]:
     """Headers of a dead letter: everything ``dlq show`` needs to tell why, without a database.
 
     ``response`` is the excerpt of the last attempt's response body the worker read (none without a response).
     """
-    now_ms = int(time.time() * 1000)
+    now_ms = dead_ms if dead_ms is not None else int(time.time() * 1000)
     if delivery is not None and attempt_ms is not None:
         out = retry_headers(headers, delivery, attempt_ms=attempt_ms, status=status, error=error, duration=duration)
     else:

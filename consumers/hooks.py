@@ -6,13 +6,18 @@ The endpoint runner knows nothing of circuit breakers, rate limits or metrics; t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from warren.consumers.classify import Verdict
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.transport import SendResult
+from warren.topology.errors import WarrenError
 
-__all__ = ["AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
+__all__ = ["ATTEMPTING", "AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
+
+# The id of the event being attempted, while its gates are acquired and its transport sends it: for a gate
+# (or a log filter) that wants to know which event it is holding back.
+ATTEMPTING: ContextVar[str | None] = ContextVar("warren_attempting", default=None)
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,7 @@ class AttemptRecord:
     attempt: int  # 1-based number of this attempt
     status: int | None
     error: str | None
-    duration: float  # seconds the HTTP request took
+    duration: float  # seconds the attempt took
     outcome: str  # delivered | retry | retry-in-place | exhausted | dead | disabled | parked
     next_delay: float | None
     age: float  # seconds since the event was published (or replayed)
@@ -36,7 +41,7 @@ class AttemptRecord:
 Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back"
 
 
-class EndpointBlocked(Exception):  # control flow, like dramatiq's Retry, not an error
+class EndpointBlocked(WarrenError):  # control flow, like dramatiq's Retry, not a failure
     """Raised by a gate's ``acquire``: the endpoint may not be attempted now (circuit open, paused, disabled).
 
     The runner hands the message back to RabbitMQ untouched: no attempt is made or counted.
@@ -48,7 +53,8 @@ class DeliveryGate(Protocol):
 
     async def acquire(self, endpoint: str) -> None: ...
 
-    def release(self, endpoint: str, result: AttemptResult | None, verdict: Verdict | None) -> None: ...
+    def release(self, endpoint: str, result: SendResult | None) -> None:
+        """The attempt is over: ``result`` is None when it was never made (a later gate refused, cancelled)."""
 
 
 @dataclass

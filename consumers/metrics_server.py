@@ -1,27 +1,25 @@
 """The worker's HTTP side for operators: ``/metrics`` (Prometheus text), ``/healthz`` and ``/readyz``.
 
 ``/healthz`` answers 200 while the process and its event loop run. ``/readyz`` answers 200 only while the
-worker is connected to RabbitMQ and consuming (``Worker.ready``), 503 otherwise: during start-up, after a
+worker is connected to RabbitMQ and consuming (the worker's ``is_ready``), 503 otherwise: during start-up, after a
 lost connection until it is back, and during shutdown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from warren.broker.connection_guard import GuardedSite, ServerLimits
 from warren.broker.serving import guard_app
+from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.metrics import WorkerMetrics
+from warren.topology.config import WorkerSettings
 from warren.topology.errors import WarrenError
 
-if TYPE_CHECKING:
-    from warren.consumers.worker import Worker
-
-__all__ = ["MetricsServer", "endpoint_states", "serve_worker_metrics"]
+__all__ = ["MetricsServer", "serve_worker_metrics"]
 
 
 class MetricsServer:
@@ -79,27 +77,26 @@ class MetricsServer:
             self._runner = None
 
 
-def endpoint_states(worker: Worker) -> dict[str, tuple[str, str]]:
-    """Endpoint -> (circuit state, admin state) as this worker's health control knows them (none before start)."""
-    if worker.health is None:
-        return {}
-    return {name: (guard.view.circuit_state, guard.view.admin_state) for name, guard in worker.health.guards.items()}
+async def serve_worker_metrics(
+    settings: WorkerSettings,
+    endpoints: Iterable[str],
+    hooks: DeliveryHooks,
+    *,
+    in_flight: Callable[[], Mapping[str, int]],
+    endpoint_states: Callable[[], Mapping[str, tuple[str, str]]],
+    is_ready: Callable[[], bool],
+) -> MetricsServer | None:
+    """Metrics for a worker wired into its hooks and served, when ``settings.metrics_port`` is set.
 
-
-async def serve_worker_metrics(worker: Worker) -> MetricsServer | None:
-    """Metrics for ``worker`` wired into its hooks and served, when ``worker.metrics_port`` is set."""
-    settings = worker.config.worker
+    The worker hands over callables (deliveries in flight per endpoint, circuit and admin states, readiness)
+    rather than itself, so that this module does not import the worker.
+    """
     if settings.metrics_port is None:
         return None
-    metrics = WorkerMetrics(e.name for e in worker.endpoints)
-    metrics.install(worker.hooks)
-    metrics.track_in_flight(lambda: {name: runner.in_flight for name, runner in worker.runners.items()})
-    metrics.track_endpoint_states(lambda: endpoint_states(worker))
-
-    def is_ready() -> bool:
-        connection = worker.connection
-        return worker.ready.is_set() and connection is not None and not connection.is_closed
-
+    metrics = WorkerMetrics(endpoints)
+    metrics.install(hooks)
+    metrics.track_in_flight(in_flight)
+    metrics.track_endpoint_states(endpoint_states)
     limits = ServerLimits(settings.metrics_header_timeout, max_connections=settings.metrics_max_connections)
     server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port, limits)
     await server.start()

@@ -1,4 +1,4 @@
-"""The worker process: one robust connection, one HTTP session, one EndpointRunner per endpoint served.
+"""The worker process: one robust connection, one transport (HTTP), one EndpointRunner per endpoint served.
 
 Stateless by design: everything a message needs travels with it, so any worker can take any message, and a
 worker killed at any moment loses nothing (its unacked messages go back to their queues).
@@ -21,12 +21,13 @@ from warren.broker.serving import stop_on_signals
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.http_attempt import HttpSender, new_session
+from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
+from warren.consumers.transport import Transport
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import WarrenError
-from warren.topology.planner import plan_topology
+from warren.topology.planner import consumed_queues, delay_levels
 
 __all__ = ["Worker"]
 
@@ -44,7 +45,9 @@ class Worker:
         name: str = "warren-worker",
         hooks: DeliveryHooks | None = None,
         spread_partitions: bool = True,
+        transport: Transport | None = None,
     ) -> None:
+        """``transport`` replaces the HTTP transport (tests prove the seam with one of their own)."""
         known = {e.name for e in config.endpoints}
         unknown = [n for n in endpoints or () if n not in known]
         if unknown:
@@ -54,7 +57,8 @@ class Worker:
         self.hooks = hooks or DeliveryHooks()
         self.spread_partitions = spread_partitions
         self.endpoints = [e for e in config.endpoints if not endpoints or e.name in endpoints]
-        self.plan = plan_topology(config)
+        self.delay_levels = delay_levels(config)
+        self.transport = transport
         self.connection: AbstractRobustConnection | None = None
         self.session: aiohttp.ClientSession | None = None
         self.runners: dict[str, EndpointRunner] = {}
@@ -66,23 +70,34 @@ class Worker:
     async def start(self) -> None:
         """Connect, open every endpoint's channels and start consuming."""
         # First, so that /healthz answers (and /readyz says 503) while the worker connects.
-        self.metrics_server = await serve_worker_metrics(self)
+        self.metrics_server = await serve_worker_metrics(
+            self.config.worker,
+            [e.name for e in self.endpoints],
+            self.hooks,
+            in_flight=lambda: {name: runner.in_flight for name, runner in self.runners.items()},
+            endpoint_states=self._endpoint_states,
+            is_ready=self._is_ready,
+        )
         self.connection = await connect(self.config.broker.url, name=f"{self.name}-{os.getpid()}")
         delivery = self.config.delivery
-        self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
-        sender = HttpSender(
-            self.session,
-            allow_private_networks=delivery.allow_private_networks,
-            body_limit=delivery.response_body_limit,
-        )
+        transport = self.transport
+        if transport is None:
+            self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
+            transport = HttpTransport(
+                self.session,
+                allow_private_networks=delivery.allow_private_networks,
+                body_limit=delivery.response_body_limit,
+            )
+        prefix = self.config.broker.prefix
         for endpoint in self.endpoints:
             runner = EndpointRunner(
                 endpoint,
                 endpoint.retry_policy(self.config.retry),
                 delivery,
-                prefix=self.config.broker.prefix,
-                delay_levels=self.plan.delay_levels,
-                sender=sender,
+                queues=consumed_queues(prefix, endpoint),
+                prefix=prefix,
+                delay_levels=self.delay_levels,
+                transport=transport,
                 hooks=self.hooks,
             )
             await runner.open(self.connection)
@@ -104,6 +119,16 @@ class Worker:
         self.health.activate()
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
+
+    def _is_ready(self) -> bool:
+        connection = self.connection
+        return self.ready.is_set() and connection is not None and not connection.is_closed
+
+    def _endpoint_states(self) -> dict[str, tuple[str, str]]:
+        """Endpoint -> (circuit state, admin state) as this worker's health control knows them (none before start)."""
+        if self.health is None:
+            return {}
+        return {name: (g.view.circuit_state, g.view.admin_state) for name, g in self.health.guards.items()}
 
     async def stop(self) -> None:
         """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back."""

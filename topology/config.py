@@ -11,7 +11,7 @@ import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from pydantic import (
@@ -24,9 +24,11 @@ from pydantic import (
     PlainValidator,
     SecretStr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from warren.topology.addresses import connect_host, literal_problem, url_host_problem
@@ -109,7 +111,7 @@ Secrets = Annotated[
 
 def _check_event_pattern(pattern: str) -> str:
     words = pattern.split(".")
-    if not pattern or not all(_PATTERN_WORD.match(w) for w in words):
+    if not pattern or not all(_PATTERN_WORD.fullmatch(w) for w in words):
         raise ValueError(
             f"{pattern!r} is not an event-type pattern: dot-separated words, '*' for one word, '#' for any"
         )
@@ -194,21 +196,29 @@ class RetryPolicy(_Frozen):
         return max(self.schedule) if self.schedule else self.cap
 
 
-class RetryOverride(_Frozen):
+class _RetryOverrideBase(_Frozen):
     """Per-endpoint changes to the global retry policy; fields left out keep the global value."""
-
-    base: PositiveDuration | None = None
-    factor: float | None = Field(default=None, ge=1.0)
-    cap: PositiveDuration | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=1000)
-    max_age: PositiveDuration | None = None
-    jitter: Literal["full", "none"] | None = None
-    schedule: tuple[PositiveDuration, ...] | None = None
 
     def apply_to(self, policy: RetryPolicy) -> RetryPolicy:
         return RetryPolicy.model_validate(
             {**policy.model_dump(), **self.model_dump(exclude_none=True, exclude_unset=True)}
         )
+
+
+def _overrides_of(policy: type[RetryPolicy]) -> type[_RetryOverrideBase]:
+    """Every field of ``policy``, optional (None keeps the global value), with the same constraints."""
+    fields: dict[str, Any] = {}
+    for name, info in policy.model_fields.items():
+        annotation: Any = info.annotation
+        fields[name] = (annotation | None, FieldInfo.merge_field_infos(info, default=None))
+    return create_model("RetryOverride", __base__=_RetryOverrideBase, __module__=__name__, **fields)
+
+
+# Derived, so that a field added to RetryPolicy can be overridden per endpoint without repeating it here.
+if TYPE_CHECKING:
+    RetryOverride = _RetryOverrideBase
+else:
+    RetryOverride = _overrides_of(RetryPolicy)
 
 
 class DeliverySettings(_Frozen):
@@ -220,6 +230,9 @@ class DeliverySettings(_Frozen):
     grace_period: Duration = 10.0
     ordered_hold_limit: PositiveDuration = 25 * 60.0
     user_agent: str = "Warren-Webhooks/0.1"
+    max_handbacks: int = Field(
+        default=1000, ge=1, description="times a message may be handed back to its queue before it is dead-lettered"
+    )
 
 
 def _guessable(text: str, what: str) -> str | None:
@@ -346,7 +359,7 @@ class Endpoint(_Frozen):
     @field_validator("name")
     @classmethod
     def _safe_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError("name is a token of lowercase letters, digits, '-' and '_' (at most 63)")
         return value
 
@@ -452,7 +465,7 @@ class InboundSource(_Frozen):
     @field_validator("name")
     @classmethod
     def _source_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError("name is a token of lowercase letters, digits, '-' and '_' (at most 63)")
         return value
 
@@ -466,14 +479,14 @@ class InboundSource(_Frozen):
     @field_validator("header", "id_header")
     @classmethod
     def _header_name(cls, value: str | None) -> str | None:
-        if value is not None and not _HEADER.match(value):
+        if value is not None and not _HEADER.fullmatch(value):
             raise ValueError(f"{value!r} is not an HTTP header name")
         return value
 
     @field_validator("handler")
     @classmethod
     def _module_function(cls, value: str) -> str:
-        if not _HANDLER.match(value):
+        if not _HANDLER.fullmatch(value):
             raise ValueError("handler is 'package.module:function'")
         return value
 

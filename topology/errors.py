@@ -1,14 +1,32 @@
 """Warren's exceptions. One root, so callers can catch everything Warren raises on purpose.
 
+Every exception class in the package is drawn here, with the module that defines it when that is not this
+one (tests/topology/test_errors.py checks that the tree is complete and true):
+
 WarrenError
 ├── ConfigError              (topology.config) the configuration file or environment is invalid
-├── EventError               an event cannot be published as given (bad type, too large, not JSON)
-├── PublishError             RabbitMQ did not take an event: returned as unroutable, nacked, or the link failed
-│   └── UnroutableError      no queue is bound for the event's type (nothing subscribes to it)
+├── SecretError              (topology.secrets) a secret is malformed or its variable missing; also a ValueError
+├── EventError               an event cannot be published as given (bad id, type or key, too large, not JSON)
+├── PublishError             RabbitMQ did not take a message: returned as unroutable, nacked, or the link failed
+│   └── UnroutableError      no queue is bound for the message (for an event: nothing subscribes to its type)
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
-├── TopologyError            the broker's objects differ from the plan, or a plugin is missing
+├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
+│   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
 ├── ManagementError          the management HTTP API refused or failed a request
-└── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
+├── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
+├── ApiError                 (broker.ingest.errors) an ingest API error response: status, code, message
+├── AdminError               (consumers.health.admin) an admin change does not apply to the endpoint's state
+├── ForbiddenAddress         (consumers.egress) the endpoint's address is private and that is not allowed
+├── MalformedMessage         (consumers.delivery) a consumed message is not a deliverable envelope (to the DLQ)
+├── EndpointBlocked          (consumers.hooks) control flow: a gate holds the attempt back (circuit open, paused)
+├── VerificationError        (consumers.receiving.errors) an inbound request failed its source's check (401)
+├── IdentityError            (consumers.receiving.errors) an inbound event's id, key or sequence is unreadable
+├── StoreError               (consumers.receiving.errors) the idempotency store is unusable
+├── HandlerError             (consumers.receiving.errors) a ``module:function`` handler cannot be loaded
+├── NonRetryable             (consumers.receiving.errors) raised by a handler: dead-letter the event now
+├── BodyTooLarge             (consumers.receiving.middleware) an inbound body over the limit (413)
+├── BodyTimeout              (consumers.receiving.middleware) an inbound body slower than its read timeout (408)
+└── _Duplicate               (broker.strict_json) control flow: a JSON object repeats a key
 """
 
 from __future__ import annotations

@@ -5,15 +5,16 @@ from __future__ import annotations
 from warren.topology import names
 from warren.topology.config import Endpoint, InboundSource, WarrenConfig
 from warren.topology.delays import level_count
+from warren.topology.headers import H_KEY
 from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
-__all__ = ["HASH_HEADER", "plan_topology", "queue_arguments"]
+__all__ = ["HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "queue_arguments"]
 
 # The consistent-hash exchange hashes this header, never the routing key: the routing key is the event
 # type, and hashing it would put every event of a type in one partition. The publisher always sets it
 # (to the ordering key, or to the event id when there is none), because a missing header silently sends
 # everything to one partition.
-HASH_HEADER = "warren-key"
+HASH_HEADER = H_KEY
 
 
 def queue_arguments(
@@ -40,6 +41,20 @@ def queue_arguments(
     return args
 
 
+def consumed_queues(prefix: str, endpoint: Endpoint) -> tuple[str, ...]:
+    """The queues a worker consumes for ``endpoint``: its partitions (ordered by key) or its work queue."""
+    if endpoint.ordering == "key":
+        return tuple(names.partition_queue(prefix, endpoint.name, index) for index in range(endpoint.partition_count))
+    return (names.work_queue(prefix, endpoint.name),)
+
+
+def delay_levels(config: WarrenConfig) -> int:
+    """How many binary delay levels the longest delay of any retry policy in the configuration needs."""
+    longest = max([config.retry.longest_delay] + [e.retry_policy(config.retry).longest_delay for e in config.endpoints])
+    longest = max([longest] + [s.retry_policy(config.retry).longest_delay for s in config.inbound])
+    return level_count(longest)
+
+
 def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     prefix, qtype = config.broker.prefix, config.broker.queue_type
     ex_name = names.endpoint_exchange(prefix, endpoint.name)
@@ -47,9 +62,9 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
     queues: list[Queue] = []
     if endpoint.ordering == "key":
         exchange = Exchange(ex_name, "x-consistent-hash", {"hash-header": HASH_HEADER})
-        for index in range(endpoint.partition_count):
+        for index, name in enumerate(consumed_queues(prefix, endpoint)):
             queue = Queue(
-                names.partition_queue(prefix, endpoint.name, index),
+                name,
                 queue_arguments(qtype, single_active_consumer=True),
                 role=f"partition {index}",
                 endpoint=endpoint.name,
@@ -59,7 +74,7 @@ def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Ex
     else:
         exchange = Exchange(ex_name, "fanout")
         work = Queue(
-            names.work_queue(prefix, endpoint.name),
+            consumed_queues(prefix, endpoint)[0],
             queue_arguments(qtype),
             role="work",
             endpoint=endpoint.name,
@@ -134,9 +149,7 @@ def _health_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Bind
 def plan_topology(config: WarrenConfig) -> Plan:
     """Every exchange, queue and binding the configuration needs."""
     prefix, qtype = config.broker.prefix, config.broker.queue_type
-    longest = max([config.retry.longest_delay] + [e.retry_policy(config.retry).longest_delay for e in config.endpoints])
-    longest = max([longest] + [s.retry_policy(config.retry).longest_delay for s in config.inbound])
-    levels = level_count(longest)
+    levels = delay_levels(config)
     exchanges = [
         Exchange(names.events_exchange(prefix), "topic"),
         Exchange(names.dead_exchange(prefix), "direct"),

@@ -7,13 +7,15 @@ import binascii
 import os
 from collections.abc import Iterator
 
+from warren.topology.errors import WarrenError
+
 __all__ = ["SecretError", "SigningSecrets", "UnresolvedSecrets", "WebhookSecret", "resolve_secret_text"]
 
 PREFIX = "whsec_"
 ENV_REFERENCE = "env:"
 
 
-class SecretError(ValueError):
+class SecretError(WarrenError, ValueError):
     """A secret is malformed or its environment variable is missing (the message never holds the secret)."""
 
 

@@ -23,10 +23,10 @@ from urllib.parse import quote
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
+from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
-from warren.topology.errors import TopologyError
 
 __all__ = ["MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages"]
 
@@ -58,10 +58,7 @@ async def hold_messages(
     scan = max(1, min(scan, MAX_SCAN))
     channel = await connection.channel()
     try:
-        try:
-            queue = await channel.declare_queue(queue_name, passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            raise TopologyError(f"queue {queue_name} does not exist: run `warren setup`") from None
+        queue = await existing_queue(channel, queue_name)
         held = Held(int(queue.declaration_result.message_count or 0))
         want = min(held.depth, scan)
         if want:

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from warren.broker import wire
+from warren.topology.headers import header_history, header_int, header_text
 from warren.topology.redact import redact_urls
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
@@ -73,40 +74,10 @@ class DeadLetter:
         }
 
 
-def _text(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
 def _redacted(value: object) -> str | None:
     # Letters written before error texts were redacted at the source may still quote a URL's credentials.
-    text = _text(value)
+    text = header_text(value)
     return None if text is None else redact_urls(text)
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    try:
-        return int(_text(value) or "")
-    except ValueError:
-        return None
-
-
-def _history(value: object) -> tuple[dict[str, Any], ...]:
-    text = _text(value)
-    if not text:
-        return ()
-    try:
-        items = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return ()
-    return tuple(json_safe(i) for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
 
 
 def dead_letter_from(
@@ -120,27 +91,27 @@ def dead_letter_from(
     fields = envelope if isinstance(envelope, dict) else {}
     # The envelope's key first. The hash header holds the key too, or the event id when the event has none
     # (Warren's publisher always sets it), so a header equal to the id is not shown as a key.
-    event_id = message_id or _text(fields.get("id"))
-    hash_key = _text(headers.get(wire.H_KEY))
-    key = _text(fields.get("key")) or (hash_key if hash_key != event_id else None)
+    event_id = message_id or header_text(fields.get("id"))
+    hash_key = header_text(headers.get(wire.H_KEY))
+    key = header_text(fields.get("key")) or (hash_key if hash_key != event_id else None)
     return DeadLetter(
         position=position,
-        event_id=message_id or _text(fields.get("id")) or "?",
-        event_type=message_type or _text(fields.get("type")) or "?",
+        event_id=message_id or header_text(fields.get("id")) or "?",
+        event_type=message_type or header_text(fields.get("type")) or "?",
         key=key or None,
-        attempts=_int(headers.get(wire.H_ATTEMPT)),
-        first_attempt_ms=_int(headers.get(wire.H_FIRST_ATTEMPT)),
-        last_attempt_ms=_int(headers.get(wire.H_LAST_ATTEMPT)),
-        dead_ms=_int(headers.get(wire.H_DEAD_AT)),
-        last_status=_int(headers.get(wire.H_LAST_STATUS)),
+        attempts=header_int(headers.get(wire.H_ATTEMPT)),
+        first_attempt_ms=header_int(headers.get(wire.H_FIRST_ATTEMPT)),
+        last_attempt_ms=header_int(headers.get(wire.H_LAST_ATTEMPT)),
+        dead_ms=header_int(headers.get(wire.H_DEAD_AT)),
+        last_status=header_int(headers.get(wire.H_LAST_STATUS)),
         last_error=_redacted(headers.get(wire.H_LAST_ERROR)) or None,
         dead_reason=_redacted(headers.get(wire.H_DEAD_REASON)),
-        endpoint=_text(headers.get(wire.H_ENDPOINT)),
-        history=_history(headers.get(wire.H_HISTORY)),
+        endpoint=header_text(headers.get(wire.H_ENDPOINT)),
+        history=tuple(json_safe(i) for i in header_history(headers.get(wire.H_HISTORY))),
         headers=dict(headers),
         body=body,
         envelope=envelope,
-        last_response=_text(headers.get(wire.H_LAST_RESPONSE)) or None,
+        last_response=header_text(headers.get(wire.H_LAST_RESPONSE)) or None,
     )
 
 

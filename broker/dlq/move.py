@@ -19,12 +19,13 @@ from aio_pika import Message
 from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
 from warren.broker import wire
+from warren.broker.confirm import existing_exchange, publish_confirmed
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
 from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.selection import Selection, select
 from warren.topology import names
-from warren.topology.errors import ReplayError, TopologyError
+from warren.topology.errors import PublishError, ReplayError, UnroutableError
 
 __all__ = ["DEFAULT_WINDOW", "MoveReport", "move_selected", "replay_headers"]
 
@@ -33,7 +34,7 @@ FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already 
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
 # dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
-_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, "x-delivery-count", wire.H_SHOVELLED})
+_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, wire.H_DELIVERY_COUNT, wire.H_SHOVELLED})
 
 
 def replay_headers(headers: dict[str, Any], replayed_ms: int) -> dict[str, Any]:
@@ -75,10 +76,7 @@ async def move_selected(
     exchange_name = names.endpoint_exchange(prefix, endpoint)
     publish_channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     try:
-        try:
-            exchange = await publish_channel.get_exchange(exchange_name, ensure=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            raise TopologyError(f"exchange {exchange_name} does not exist: run `warren setup`") from None
+        exchange = await existing_exchange(publish_channel, exchange_name)
         async with hold_messages(connection, names.dlq(prefix, endpoint), scan=scan) as held:
             report = MoveReport(held.depth, len(held.messages))
             report.chosen = select(held.letters(), selection, newest_first=newest_first)
@@ -109,14 +107,14 @@ async def _move(
     async def one(letter: DeadLetter) -> None:
         message = messages[letter.position]
         try:
-            await exchange.publish(_copy(message, replayed_ms), routing_key=letter.event_type, mandatory=True)
-        except aiormq.exceptions.PublishError:
+            await publish_confirmed(exchange, _copy(message, replayed_ms), letter.event_type, what="the copy")
+        except UnroutableError:
             raise ReplayError(
                 f"{letter.event_id}: the endpoint's exchange routes it nowhere (no queue bound); "
                 "it stays in the DLQ: check the topology with `warren setup`"
             ) from None
-        except aiormq.exceptions.DeliveryError:
-            raise ReplayError(f"{letter.event_id}: RabbitMQ refused the copy (nack); it stays in the DLQ") from None
+        except PublishError as exc:
+            raise ReplayError(f"{letter.event_id}: {exc}; it stays in the DLQ") from None
         finally:
             slots.release()
         # Confirmed: only now may the DLQ copy go.

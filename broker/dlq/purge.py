@@ -7,9 +7,9 @@ import contextlib
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.topology import names
-from warren.topology.errors import TopologyError
 
 __all__ = ["purge_dlq"]
 
@@ -22,10 +22,7 @@ async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) 
     name = names.dlq(prefix, endpoint)
     channel = await connection.channel()
     try:
-        try:
-            queue = await channel.declare_queue(name, passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            raise TopologyError(f"queue {name} does not exist: run `warren setup`") from None
+        queue = await existing_queue(channel, name)
         result = await queue.purge()
         return int(result.message_count or 0)
     finally:

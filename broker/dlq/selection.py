@@ -8,24 +8,9 @@ from dataclasses import dataclass
 
 from warren.broker.dlq.letters import DeadLetter
 from warren.topology.durations import parse_duration
+from warren.topology.topics import topic_matches
 
-__all__ = ["Selection", "parse_moment", "select", "type_matches"]
-
-
-def type_matches(pattern: str, event_type: str) -> bool:
-    """RabbitMQ topic matching, as the endpoints' ``events`` use it: ``*`` one word, ``#`` zero or more."""
-
-    def match(p: list[str], t: list[str]) -> bool:
-        if not p:
-            return not t
-        head, rest = p[0], p[1:]
-        if head == "#":
-            return any(match(rest, t[i:]) for i in range(len(t) + 1))
-        if not t:
-            return False
-        return (head == "*" or head == t[0]) and match(rest, t[1:])
-
-    return match(pattern.split("."), event_type.split("."))
+__all__ = ["Selection", "parse_moment", "select"]
 
 
 def parse_moment(text: str, now: dt.datetime) -> int:
@@ -67,7 +52,7 @@ class Selection:
         )
 
     def matches(self, letter: DeadLetter) -> bool:
-        if self.types and not any(type_matches(p, letter.event_type) for p in self.types):
+        if self.types and not any(topic_matches(p, letter.event_type) for p in self.types):
             return False
         if self.ids is not None and letter.event_id not in self.ids:
             return False

@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.confirm import missing
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueProbe
 from warren.topology import names
@@ -139,10 +140,10 @@ async def replay_by_shovel(
     probe = QueueProbe(connection)
     try:
         if not await probe.exchange_exists(exchange):
-            raise TopologyError(f"exchange {exchange} does not exist: run `warren setup`")
+            raise TopologyError(missing("exchange", exchange))
         before = await probe.depth(dlq)
         if before is None:
-            raise TopologyError(f"queue {dlq} does not exist: run `warren setup`")
+            raise TopologyError(missing("queue", dlq))
         earlier = await _running_shovel(api, prefix, endpoint)
         if earlier is None and before.ready == 0:
             return ShovelReport(0, 0, False, 0.0)

@@ -12,10 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiormq.exceptions
 import orjson
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.events import Event, new_event_id
 from warren.broker.ingest.errors import (
     BROKER_UNAVAILABLE,
@@ -45,9 +43,6 @@ __all__ = [
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _ID = re.compile(EVENT_ID_PATTERN)
-# Failures of the link or the broker while publishing: the event may or may not be stored, so the
-# answer is 503 and the producer retries with the same id (receivers drop the duplicate by webhook-id).
-_BROKER_FAILURES: tuple[type[BaseException], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError)
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,7 @@ def batch_key_max_length(max_batch: int) -> int:
 def check_idempotency_key(key: str | None, *, max_length: int = 200) -> None:
     if key is None:
         return
-    if not _ID.match(key) or len(key) > max_length:
+    if not _ID.fullmatch(key) or len(key) > max_length:
         raise ApiError(
             422,
             INVALID,
@@ -155,14 +150,13 @@ async def publish_one(link: BrokerLink, event: Event, limits: Limits) -> str:
     except UnroutableError as exc:
         raise ApiError(409, UNROUTABLE, f"no endpoint subscribes to event type {event.type!r}: not stored") from exc
     except (BrokerUnavailable, PublishError) as exc:
+        # The Publisher maps every failure of the link or the broker to PublishError: the event may or may not
+        # be stored, so the answer is 503 and the producer retries with the same id.
         raise limits.unavailable(f"event {event.id} not stored: {exc}") from exc
     except TimeoutError as exc:
         raise limits.unavailable(
             f"event {event.id} not confirmed by RabbitMQ within {limits.publish_timeout:g}s; retry with the same id"
         ) from exc
-    except _BROKER_FAILURES as exc:
-        reason = str(exc) or type(exc).__name__
-        raise limits.unavailable(f"event {event.id} not stored: RabbitMQ failed: {reason}") from exc
     except asyncio.CancelledError as exc:
         if _we_are_cancelled():
             raise
@@ -220,8 +214,6 @@ async def publish_batch(link: BrokerLink, events: Sequence[Event], limits: Limit
             await publisher.publish_many(events, on_result=record)
     except TimeoutError:
         pass
-    except _BROKER_FAILURES as exc:
-        problem = f"RabbitMQ failed: {str(exc) or type(exc).__name__}"
     except asyncio.CancelledError:
         if _we_are_cancelled():
             raise

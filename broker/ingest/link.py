@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.confirm import missing
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
 from warren.broker.publisher import Publisher
 from warren.topology import names
@@ -129,7 +130,7 @@ class BrokerLink:
                         await channel.close()
         except aiormq.exceptions.ChannelNotFoundEntity:
             return NotReady(
-                "the events exchange does not exist (run `warren setup`)", f"exchange {self.exchange!r} does not exist"
+                "the events exchange does not exist (run `warren setup`)", missing("exchange", self.exchange)
             )
         except _PROBE_AND_WARREN as exc:
             return NotReady("RabbitMQ did not answer the probe", str(exc) or type(exc).__name__)

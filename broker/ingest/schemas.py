@@ -12,6 +12,9 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from warren.broker import wire
+from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
+
 __all__ = [
     "EVENT_ID_PATTERN",
     "EVENT_TYPE_PATTERN",
@@ -25,8 +28,6 @@ __all__ = [
     "Health",
 ]
 
-EVENT_TYPE_PATTERN = r"^[A-Za-z0-9_\-:/]+(?:\.[A-Za-z0-9_\-:/]+)*$"
-EVENT_ID_PATTERN = r"^[A-Za-z0-9_\-.:]{1,200}$"
 MAX_SEQUENCE = 2**63 - 1  # an AMQP signed 64-bit header value
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes as a number; larger integers go through as text
 
@@ -84,7 +85,9 @@ class EventIn(_In):
         default=None,
         min_length=1,
         max_length=200,
-        description="Ordering key (at most 200 bytes of UTF-8): events of one key reach ordered endpoints in order.",
+        pattern=wire.NO_CONTROL_PATTERN,
+        description="Ordering key (at most 200 bytes of UTF-8, no control characters): events of one key reach "
+        "ordered endpoints in order.",
     )
     sequence: int | None = Field(
         default=None, ge=0, le=MAX_SEQUENCE, description="Producer's sequence number within `key`."

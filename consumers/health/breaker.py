@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from warren.consumers.classify import Outcome, Verdict
 from warren.consumers.health.records import CIRCUIT, CLOSED, HALF_OPEN, OPEN, EndpointView, StateRecord
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import CircuitSettings
 
 __all__ = [
@@ -37,16 +36,17 @@ __all__ = [
 Judgement = Literal["success", "failure", "neutral"]
 
 
-def judge(result: AttemptResult, verdict: Verdict) -> Judgement:
+def judge(result: SendResult) -> Judgement:
     """What an attempt says about the endpoint's health (not about the message).
 
-    A 4xx verdict on the message is a success here: the endpoint is up and answering. A 429 is neutral: the
-    endpoint is alive and asks to slow down, which the throttle handles. So is an address refused by the
-    egress guard (a configuration matter) and a 410 (the endpoint is disabled instead).
+    A verdict of "dead" on the message (an HTTP 4xx) is a success here: the endpoint is up and answering. A
+    throttled answer (HTTP 429) is neutral: the endpoint is alive and asks to slow down, which the throttle
+    handles. So is an attempt refused before sending (the egress guard: a configuration matter) and a
+    "disable" (the endpoint is disabled instead).
     """
-    if result.forbidden or result.status == 429 or verdict.outcome is Outcome.DISABLE:
+    if result.refused or result.throttled or result.outcome is Outcome.DISABLE:
         return "neutral"
-    if verdict.outcome is Outcome.RETRY:
+    if result.outcome is Outcome.RETRY:
         return "failure"
     return "success"
 

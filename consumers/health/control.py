@@ -33,7 +33,6 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractConnection
 
-from warren.consumers.classify import Verdict
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health import breaker
 from warren.consumers.health.fleet import ExclusiveLocks, Roster
@@ -49,7 +48,7 @@ from warren.consumers.health.operator_events import (
 from warren.consumers.health.records import ACTIVE, HALF_OPEN, OPEN, StateRecord, standing
 from warren.consumers.health.state_store import StateStore
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.transport import SendResult
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import BrokerUnavailable, TopologyError
@@ -237,10 +236,10 @@ class HealthControl:
         if guard is not None:
             await guard.acquire()
 
-    def release(self, endpoint: str, result: AttemptResult | None, verdict: Verdict | None) -> None:
+    def release(self, endpoint: str, result: SendResult | None) -> None:
         guard = self.guards.get(endpoint)
         if guard is not None:
-            guard.release(result, verdict)
+            guard.release(result)
 
     def _parks(self, endpoint: str) -> bool:
         guard = self.guards.get(endpoint)

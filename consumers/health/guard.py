@@ -12,7 +12,6 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from warren.consumers.classify import Verdict, parse_retry_after
 from warren.consumers.health import breaker
 from warren.consumers.health.limits import Ramp, TokenBucket, in_flight_share, rate_share
 from warren.consumers.health.records import (
@@ -30,7 +29,7 @@ from warren.consumers.health.records import (
     standing,
 )
 from warren.consumers.hooks import EndpointBlocked
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.transport import SendResult
 from warren.topology.config import Endpoint
 
 __all__ = ["EndpointGuard"]
@@ -159,19 +158,19 @@ class EndpointGuard:
                 continue
             await self._wait(None)
 
-    def release(self, result: AttemptResult | None, verdict: Verdict | None) -> None:
+    def release(self, result: SendResult | None) -> None:
         self.in_flight -= 1
         was_probe = self._probe_task is not None and asyncio.current_task() is self._probe_task
         if was_probe:
             self._probe_task = None
         try:
-            if result is None or verdict is None:
+            if result is None:
                 return  # not attempted (refused by a later gate, or cancelled)
             now = self.clock()
             self._throttle(result, now)
-            judgement = breaker.judge(result, verdict)
+            judgement = breaker.judge(result)
             if was_probe:
-                self._probe_verdict(judgement, verdict, now)
+                self._probe_verdict(judgement, result, now)
                 return
             if not self.settings.enabled or self.view.circuit_state != CLOSED or judgement == "neutral":
                 return
@@ -185,27 +184,25 @@ class EndpointGuard:
         finally:
             self.changed()
 
-    def _probe_verdict(self, judgement: breaker.Judgement, verdict: Verdict, now: float) -> None:
+    def _probe_verdict(self, judgement: breaker.Judgement, result: SendResult, now: float) -> None:
         if judgement == "neutral":
             return  # says nothing about the endpoint's health: the next attempt is the probe
         self.probing = False
         if judgement == "success":
-            self.emit(breaker.closed(self.view, f"probe succeeded ({verdict.reason})", now, self.by))
+            self.emit(breaker.closed(self.view, f"probe succeeded ({result.reason})", now, self.by))
         else:
-            self.emit(breaker.probe_failed(self.view, verdict.reason, now, self.by, self.settings))
+            self.emit(breaker.probe_failed(self.view, result.reason, now, self.by, self.settings))
         self.on_probe_done()
 
-    def _throttle(self, result: AttemptResult, now: float) -> None:
-        """A 429 with Retry-After makes the whole fleet wait, bounded by the retry policy's cap."""
-        if result.status != 429:
-            return
-        seconds = parse_retry_after(result.retry_after)
-        if not seconds:
+    def _throttle(self, result: SendResult, now: float) -> None:
+        """A throttled answer (HTTP 429) with Retry-After makes the whole fleet wait, bounded by the policy's cap."""
+        seconds = result.retry_after
+        if not result.throttled or not seconds:
             return
         until = now + min(seconds, self.throttle_cap)
         if until <= self.view.throttled_until + THROTTLE_SLACK:
             return
-        reason = f"HTTP 429, Retry-After {result.retry_after}"
+        reason = f"{result.answer or result.reason}, Retry-After {seconds:g}"
         self.emit(self.view.record(THROTTLE, THROTTLED, reason, now, self.by, until=until))
 
     # --- decisions the controller takes --------------------------------------------------------------------

@@ -24,6 +24,7 @@ import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
+from warren.broker.confirm import missing
 from warren.consumers.health.records import StateRecord
 from warren.topology import names
 from warren.topology.errors import BrokerUnavailable, TopologyError
@@ -53,8 +54,7 @@ class StateStore:
             await probe.declare_queue(self.stream_name, passive=True)
         except aiormq.exceptions.ChannelNotFoundEntity as exc:
             raise TopologyError(
-                f"the endpoint-state objects are missing ({exc}): run `warren setup` to declare "
-                f"{self.control_name} and {self.stream_name}"
+                f"{missing('the endpoint-state objects', f'{self.control_name} and {self.stream_name}')} ({exc})"
             ) from None
         finally:
             with contextlib.suppress(Exception):

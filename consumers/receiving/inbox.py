@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker import wire
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect
+from warren.broker.confirm import LINK_ERRORS, existing_queue, publish_confirmed
+from warren.broker.connection import connect
 from warren.consumers.receiving.errors import NonRetryable
 from warren.consumers.receiving.handlers import Handler, load_handler
 from warren.consumers.receiving.idempotency import IdempotentConsumer, Outcome
@@ -34,17 +34,14 @@ from warren.consumers.receiving.stores.base import Store, Transaction
 from warren.topology import names
 from warren.topology.backoff import RetryIn
 from warren.topology.config import ConfigError, InboundSource, WarrenConfig
-from warren.topology.errors import PublishError, TopologyError
-from warren.topology.planner import plan_topology
+from warren.topology.errors import PublishError
+from warren.topology.planner import delay_levels
 
 __all__ = ["Inbox"]
 
 log = logging.getLogger("warren.inbox")
 
 _ERROR_TEXT_LIMIT = 500
-
-# aio-pika raises RuntimeError for a channel that is closed or not reopened yet: the link, not the message.
-_LINK_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
 
 
 @dataclass
@@ -86,7 +83,7 @@ class Inbox:
         self._owns_connection = connection is None
         self._clock = clock
         self._rng = rng
-        self._levels = plan_topology(config).delay_levels
+        self._levels = delay_levels(config)
         self._sources: list[_Source] = []
         self._channels: list[AbstractChannel] = []
         self._publish_channel: AbstractChannel | None = None
@@ -122,12 +119,7 @@ class Inbox:
             channel = await self._connection.channel()
             self._channels.append(channel)
             await channel.set_qos(prefetch_count=self.config.inbox.concurrency)
-            try:
-                source.queue = await channel.declare_queue(source.queue_name, passive=True)
-            except aiormq.exceptions.ChannelNotFoundEntity as exc:
-                raise TopologyError(
-                    f"inbound queue {source.queue_name} does not exist: declare the topology first"
-                ) from exc
+            source.queue = await existing_queue(channel, source.queue_name, "inbound queue")
             source.tag = await source.queue.consume(self._callback(source))
         self._purger = asyncio.create_task(self._purge_loop(), name="warren-inbox-purge")
         log.info("inbox consuming %s", ", ".join(s.queue_name for s in self._sources) or "nothing")
@@ -245,13 +237,9 @@ class Inbox:
         assert self._publish_channel is not None
         try:
             exchange = await self._publish_channel.get_exchange(exchange_name, ensure=False)
-            await exchange.publish(message, routing_key=routing_key, mandatory=True)
-        except aiormq.exceptions.PublishError as exc:
-            raise PublishError(f"{exchange_name} returned the message as unroutable ({routing_key})") from exc
-        except aiormq.exceptions.DeliveryError as exc:
-            raise PublishError(f"RabbitMQ refused the message on {exchange_name} (nack)") from exc
-        except _LINK_ERRORS as exc:
+        except LINK_ERRORS as exc:
             raise PublishError(f"connection to RabbitMQ lost: {exc or type(exc).__name__}") from exc
+        await publish_confirmed(exchange, message, routing_key, what=f"the message on {exchange_name}")
 
     # --- retention ------------------------------------------------------------------------------------------
     async def purge_once(self) -> int:

@@ -22,6 +22,7 @@ from aiohttp.typedefs import Handler, Middleware
 from warren.consumers.receiving.errors import VerificationError
 from warren.consumers.receiving.headers import undecodable
 from warren.consumers.receiving.verifiers import Verifier
+from warren.topology.errors import WarrenError
 
 __all__ = ["DEFAULT_MAX_BODY", "error_response", "read_body", "verification_middleware", "verified_handler"]
 
@@ -37,13 +38,17 @@ def error_response(status: int, error: str, message: str, **extra: Any) -> web.R
     return web.json_response({"error": error, "message": message, **extra}, status=status)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(WarrenError):
+    """A request body over the limit (answered 413)."""
+
     def __init__(self, limit: int) -> None:
         super().__init__(f"the body is larger than {limit} bytes")
         self.limit = limit
 
 
-class BodyTimeout(Exception):
+class BodyTimeout(WarrenError):
+    """A request body that did not arrive within its read timeout (answered 408)."""
+
     def __init__(self, timeout: float) -> None:
         super().__init__(f"the body did not arrive within {timeout:g}s")
 

@@ -64,3 +64,20 @@ def test_event_lines_report_bad_lines_by_number() -> None:
         (4, "'data' is required"),
         (5, "not JSON"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"id": "x\n"}, "event id"),  # re.match with "$" accepted a trailing newline
+        ({"id": "x\r\ny"}, "event id"),
+        ({"type": "order.paid\n"}, "event type"),
+        ({"key": "k\n"}, "control characters"),
+        ({"key": "k\x00"}, "control characters"),
+        ({"key": "k\u2028"}, "control characters"),
+    ],
+)
+def test_control_characters_are_refused_at_publish(fields: dict[str, str], problem: str) -> None:
+    # A newline would reach the webhook-id header (aiohttp refuses it) and every log line that names the event
+    with pytest.raises(EventError, match=problem):
+        Event(**{"type": "order.paid", "data": {}, **fields})

@@ -21,7 +21,7 @@ from tests.support.topology import declare
 from warren.broker import wire
 from warren.broker.events import Event
 from warren.consumers.egress import ForbiddenAddress, GuardedConnector, GuardedResolver, forbidden_reason
-from warren.consumers.http_attempt import HttpSender, new_session
+from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.worker import Worker
 from warren.topology.config import WarrenConfig
 
@@ -78,13 +78,13 @@ async def test_no_form_of_a_loopback_host_gets_a_request_through(receiver: Recei
     # Given the worker's HTTP sender with private networks not allowed, and a receiver on 127.0.0.1
     session = new_session(False, "test")
     try:
-        sender = HttpSender(session, allow_private_networks=False, body_limit=10)
+        sender = HttpTransport(session, allow_private_networks=False, body_limit=10)
         # When it POSTs to the receiver under another spelling of its address
         result = await sender.post(f"http://{host}:{receiver.port}/x", b"{}", {}, timeout=2, connect_timeout=1)
     finally:
         await session.close()
     # Then it is refused as final (not retried), and the receiver got nothing
-    assert result.forbidden and result.error is not None and result.error.startswith("refused"), result
+    assert result.refused and result.error is not None and result.error.startswith("refused"), result
     assert receiver.received == []
 
 
@@ -146,14 +146,14 @@ async def test_the_response_body_is_read_up_to_the_limit() -> None:
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     session = new_session(True, "test")
     try:
-        sender = HttpSender(session, allow_private_networks=True, body_limit=100)
+        sender = HttpTransport(session, allow_private_networks=True, body_limit=100)
         started = time.monotonic()
         result = await sender.post(f"http://127.0.0.1:{port}/", b"{}", {}, timeout=5, connect_timeout=1)
     finally:
         await session.close()
         await runner.cleanup()
     # Then only the first 100 bytes are kept for the attempt log
-    assert result.status == 500 and result.response_excerpt == "x" * 100
+    assert result.status == 500 and result.excerpt == "x" * 100
     assert time.monotonic() - started < 5
 
 
@@ -196,11 +196,11 @@ async def test_invalid_url_forms_are_refused_not_retried() -> None:
     # "127.1" means 127.0.0.1 to some resolvers; yarl refuses it as a non-canonical address: no retry can help
     session = new_session(False, "test")
     try:
-        sender = HttpSender(session, allow_private_networks=False, body_limit=10)
+        sender = HttpTransport(session, allow_private_networks=False, body_limit=10)
         result = await sender.post("http://127.1:9/x", b"{}", {}, timeout=1, connect_timeout=1)
     finally:
         await session.close()
-    assert result.forbidden and result.error is not None and result.error.startswith("refused")
+    assert result.refused and result.error is not None and result.error.startswith("refused")
 
 
 async def _junk_server() -> tuple[asyncio.Server, int]:
@@ -221,7 +221,7 @@ async def test_error_texts_hide_credentials_in_the_url() -> None:
     server, port = await _junk_server()
     session = new_session(True, "test")
     try:
-        sender = HttpSender(session, allow_private_networks=True, body_limit=10)
+        sender = HttpTransport(session, allow_private_networks=True, body_limit=10)
         bad_reply = await sender.post(
             f"http://127.0.0.1:{port}/x?token=s3cret", b"{}", {}, timeout=2, connect_timeout=1
         )

@@ -159,3 +159,15 @@ async def test_data_with_a_duplicate_key_is_refused(configured) -> None:  # type
     # Then it is a usage error naming the key, and nothing is published
     assert code == 2 and "duplicate key 'amount'" in err
     assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []
+
+
+async def test_an_id_with_a_trailing_newline_is_refused(configured) -> None:  # type: ignore[no-untyped-def]
+    # Given `warren publish --id $'x\n'` (a trailing newline passed an id pattern applied with re.match)
+    config, path = configured
+    code, out, err = await warren(
+        "publish", "--config", str(path), "--type", "order.paid", "--data", "{}", "--id", "x\n"
+    )
+    # Then it is refused with a clear error, and nothing is published
+    assert code != 0
+    assert "event id 'x\\n' must be 1-200 letters" in out + err
+    assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []

@@ -11,6 +11,7 @@ import typer
 from aio_pika.abc import AbstractConnection
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from warren.broker.confirm import missing
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
 from warren.broker.dlq import (
     MAX_SCAN,
@@ -304,7 +305,7 @@ async def _dlq_depth(config: WarrenConfig, endpoint: str) -> int:
         finally:
             await probe.close()
         if found is None:
-            raise TopologyError(f"queue {queue} does not exist: run `warren setup`")
+            raise TopologyError(missing("queue", queue))
         return found.ready
 
     return await _with_broker(config, depth)

@@ -119,7 +119,7 @@ class PostgresStore:
     """``PostgresStore("postgresql://user@host/db", schema="inbox")``; tables are created in ``schema``."""
 
     def __init__(self, dsn: str, *, schema: str = "public", min_size: int = 1, max_size: int = 10) -> None:
-        if not _IDENTIFIER.match(schema):
+        if not _IDENTIFIER.fullmatch(schema):
             raise StoreError(f"{schema!r} is not a plain lowercase schema name")
         self.dsn = dsn
         self.schema = schema

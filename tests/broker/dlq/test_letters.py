@@ -13,7 +13,7 @@ from rich.console import Console
 from warren.broker import wire
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
-from warren.broker.dlq.selection import Selection, parse_moment, select, type_matches
+from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import shovel_definition, shovel_name
 from warren.commands.dlq_render import letter_detail, letters_table
 
@@ -59,23 +59,6 @@ def test_header_values_become_plain_json() -> None:
     value = {"a": b"bytes", "b": Decimal("1.5"), "c": [moment, {"d": b"x"}]}
     assert json_safe(value) == {"a": "bytes", "b": 1.5, "c": ["2024-01-01T00:00:00+00:00", {"d": "x"}]}
     assert format_ms(None) is None
-
-
-@pytest.mark.parametrize(
-    ("pattern", "event_type", "matches"),
-    [
-        ("order.paid", "order.paid", True),
-        ("order.*", "order.paid", True),
-        ("order.*", "order.paid.late", False),
-        ("order.#", "order.paid.late", True),
-        ("order.#", "order", True),
-        ("#", "anything.at.all", True),
-        ("*.paid", "invoice.paid", True),
-        ("order.paid", "order.refunded", False),
-    ],
-)
-def test_type_patterns_match_like_rabbitmq_topics(pattern: str, event_type: str, matches: bool) -> None:
-    assert type_matches(pattern, event_type) is matches
 
 
 def test_moments_are_iso_times_or_durations_ago() -> None:

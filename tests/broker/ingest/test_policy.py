@@ -21,7 +21,7 @@ from warren.broker.ingest.auth import bearer_token, check_authorization, encode_
 from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import field_path
 from warren.broker.ingest.errors import ApiError
-from warren.broker.ingest.eventtypes import TypeFilter, topic_matches
+from warren.broker.ingest.eventtypes import TypeFilter
 from warren.broker.ingest.idempotency.base import Decision, Row, decide, fingerprint
 from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
 
@@ -72,30 +72,6 @@ def test_check_authorization_raises_401_with_a_challenge() -> None:
             check_authorization(header, TOKENS)
         assert caught.value.status == 401
         assert "WWW-Authenticate" in caught.value.headers
-
-
-@pytest.mark.parametrize(
-    ("pattern", "key", "matches"),
-    [
-        ("order.created", "order.created", True),
-        ("order.*", "order.created", True),
-        ("order.*", "order.created.v2", False),
-        ("order.*", "order", False),
-        ("order.#", "order", True),
-        ("order.#", "order.a.b.c", True),
-        ("#", "anything.at.all", True),
-        ("#.paid", "order.paid", True),
-        ("#.paid", "paid", True),
-        ("#.paid", "order.paid.late", False),
-        ("*.*", "a.b", True),
-        ("*.*", "a", False),
-        ("a.#.z", "a.z", True),
-        ("a.#.z", "a.b.c.z", True),
-        ("a.#.z", "a.b.c", False),
-    ],
-)
-def test_topic_matches_like_a_rabbitmq_topic_exchange(pattern: str, key: str, matches: bool) -> None:
-    assert topic_matches(pattern, key) is matches
 
 
 def test_type_filter_without_patterns_allows_everything() -> None:

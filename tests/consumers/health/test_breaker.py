@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from warren.consumers.classify import Outcome, Verdict, classify
 from warren.consumers.health import breaker
 from warren.consumers.health.breaker import FailureCounter, cooldown_for, judge
 from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, EndpointView
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.http_transport import http_result
+from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import CircuitSettings
 
 
@@ -74,9 +74,11 @@ def test_cooldown_max_below_cooldown_is_refused() -> None:
 def test_what_an_attempt_says_about_the_endpoint(
     status: int | None, error: str | None, forbidden: bool, expected: str
 ) -> None:
-    result = AttemptResult(status, error, 0.01, forbidden=forbidden)
-    verdict = Verdict(Outcome.DEAD, "refused") if forbidden else classify(status, error)
-    assert judge(result, verdict) == expected
+    if forbidden:
+        result = SendResult(Outcome.DEAD, error or "refused", error=error, refused=True)
+    else:
+        result = http_result(status, error, 0.01)
+    assert judge(result) == expected
 
 
 def test_the_state_machine_keeps_the_outage_start_and_counts_failed_probes() -> None:

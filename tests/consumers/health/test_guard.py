@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import TEST_SECRET
-from warren.consumers.classify import classify
 from warren.consumers.health.guard import EndpointGuard
 from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, THROTTLE, StateRecord
 from warren.consumers.hooks import EndpointBlocked
-from warren.consumers.http_attempt import AttemptResult
+from warren.consumers.http_transport import http_result
 from warren.topology.config import Endpoint
 
 pytestmark = pytest.mark.timeout(10)
@@ -38,7 +37,7 @@ def make_guard(**endpoint: Any) -> tuple[EndpointGuard, list[StateRecord]]:
 async def attempt(guard: EndpointGuard, status: int | None, retry_after: str | None = None) -> None:
     await guard.acquire()
     error = None if status is not None else "connection failed"
-    guard.release(AttemptResult(status, error, 0.01, retry_after), classify(status, error))
+    guard.release(http_result(status, error, 0.01, retry_after=retry_after))
 
 
 async def test_consecutive_failures_open_the_circuit_and_then_nothing_goes() -> None:
@@ -77,7 +76,7 @@ async def test_one_probe_at_a_time_and_a_failed_probe_sends_the_others_back() ->
     await asyncio.sleep(0.02)
     assert not second.done()  # waits for the probe's verdict
     # When the probe fails, then the circuit opens again with one failed probe, and the other is refused
-    guard.release(AttemptResult(503, None, 0.01), classify(503, None))
+    guard.release(http_result(503, None, 0.01))
     with pytest.raises(EndpointBlocked):
         await second
     assert (emitted[-1].state, emitted[-1].failures) == (OPEN, 1)
@@ -110,7 +109,7 @@ async def test_concurrency_never_exceeds_the_fleet_share() -> None:
         await guard.acquire()
         peak = max(peak, guard.in_flight)
         await asyncio.sleep(0.01)
-        guard.release(AttemptResult(200, None, 0.01), classify(200, None))
+        guard.release(http_result(200, None, 0.01))
 
     await asyncio.gather(*(one() for _ in range(20)))
     assert peak == 2
@@ -134,7 +133,7 @@ async def test_429_with_retry_after_throttles_and_is_not_re_announced() -> None:
         await guard.acquire()
     # A 429 arriving from an attempt already in flight asks for nothing new: no second broadcast
     guard.in_flight += 1
-    guard.release(AttemptResult(429, None, 0.01, "2"), classify(429, None))
+    guard.release(http_result(429, None, 0.01, retry_after="2"))
     assert len(emitted) == 1
     assert guard.view.circuit_state == CLOSED  # a 429 is not a failure of the endpoint
 
