@@ -1,6 +1,7 @@
 """The bare-loop baseline: the simplest possible consumer. Consume one queue, POST the body, ack.
 
 No signing, no classification, no retries, no logs: the floor of work per message, to compare Warren with.
+``--loop`` picks the event loop (uvloop by default, as Warren's worker uses when it is installed).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ async def main(url: str, queue_name: str, target: str, prefetch: int) -> None:
     await queue.consume(on_message)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    print("bare loop consuming", flush=True)
+    print(f"bare loop consuming on {type(asyncio.get_running_loop()).__module__.partition('.')[0]}", flush=True)
     await stop.wait()
     await session.close()
     await connection.close()
@@ -40,5 +41,12 @@ if __name__ == "__main__":
     parser.add_argument("--queue", required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--prefetch", type=int, default=512)
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     a = parser.parse_args()
-    asyncio.run(main(a.url, a.queue, a.target, a.prefetch))
+    factory = None
+    if a.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main(a.url, a.queue, a.target, a.prefetch))

@@ -1,10 +1,12 @@
 """Warren's benchmark: workloads against real processes, beside the machine's ceilings, in one run.
 
     .venv/bin/python bench/run.py [--runs 3] [--workers 1,2] [--workloads happy,flaky,slow,happy-ordered]
+                                  [--loops uvloop|asyncio|asyncio,uvloop]
 
 Starts a receiver process, then for each workload and each system under test (Warren with N worker processes,
-and the bare-loop baseline) declares a fresh topology, starts the consumers, runs the publisher in its own process,
-and waits until every event has been answered 2xx once. Prints medians of the runs and the ratio to the bare loop.
+and the bare-loop baseline, on each event loop asked for) declares a fresh topology, starts the consumers, runs the
+publisher in its own process, and waits until every event has been answered 2xx once. Prints medians of the runs,
+the ratio to the bare loop on the same event loop, and with two loops the ratio of uvloop to asyncio.
 """
 
 from __future__ import annotations
@@ -60,6 +62,18 @@ WORKLOADS = {
 }
 
 
+@dataclass(frozen=True)
+class System:
+    """A system under test: ``workers`` Warren worker processes (0: the bare loop) on one event loop."""
+
+    workers: int
+    loop: str  # "uvloop" or "asyncio" (Warren with uvloop made unimportable: bench/without_uvloop.py)
+
+    @property
+    def name(self) -> str:
+        return f"{self.workers}x warren · {self.loop}" if self.workers else f"bare · {self.loop}"
+
+
 def config_for(prefix: str, workload: Workload) -> WarrenConfig:
     endpoint: dict[str, Any] = {
         "name": "bench",
@@ -99,7 +113,22 @@ async def start(cmd: list[str], log: Path, ready: bytes) -> asyncio.subprocess.P
     return process
 
 
-async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, float]:
+def cpu_seconds(processes: list[asyncio.subprocess.Process]) -> float:
+    """User plus system CPU time the processes have used so far (Linux /proc)."""
+    total = 0
+    for process in processes:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def worker_command(loop: str, path: Path) -> list[str]:
+    if loop == "uvloop":
+        return [PY, "-m", "warren", "worker", "--config", str(path)]
+    return [PY, str(ROOT / "bench" / "without_uvloop.py"), "warren", "worker", "--config", str(path)]
+
+
+async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str, float]:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     config = config_for(prefix, workload)
     await apply_setup(config)
@@ -107,7 +136,7 @@ async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, f
     await http("POST", "/reset", workload.receiver)
     processes: list[asyncio.subprocess.Process] = []
     try:
-        if system == "bare":
+        if not system.workers:
             processes.append(
                 await start(
                     [
@@ -121,16 +150,20 @@ async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, f
                         f"http://127.0.0.1:{PORT}/hook/bench",
                         "--prefetch",
                         "512",
+                        "--loop",
+                        system.loop,
                     ],
                     workdir / f"{prefix}-bare.log",
-                    b"bare loop consuming",
+                    f"bare loop consuming on {system.loop}".encode(),
                 )
             )
         else:
-            for i in range(int(system.split("x")[0])):
-                command = [PY, "-m", "warren", "worker", "--config", str(path)]
-                process = await start(command, workdir / f"{prefix}-w{i}.log", b"worker consuming")
+            for i in range(system.workers):
+                log = workdir / f"{prefix}-w{i}.log"
+                process = await start(worker_command(system.loop, path), log, b"worker consuming")
                 processes.append(process)
+                if f"event loop {system.loop}".encode() not in log.read_bytes():  # measure what the row says
+                    raise RuntimeError(f"the worker is not on {system.loop}:\n{log.read_text()[-2000:]}")
                 if PROFILE:  # sample the worker with py-spy for a while: collapsed stacks, one file per worker
                     await asyncio.create_subprocess_exec(
                         "py-spy",
@@ -149,6 +182,7 @@ async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, f
                         stdout=asyncio.subprocess.DEVNULL,
                         stderr=asyncio.subprocess.DEVNULL,
                     )
+        cpu_at_start = cpu_seconds(processes)  # after startup: imports and connecting are not per event
         publisher = await asyncio.create_subprocess_exec(
             PY,
             str(ROOT / "bench" / "publisher.py"),
@@ -167,7 +201,9 @@ async def one_run(workload: Workload, system: str, workdir: Path) -> dict[str, f
         while stats["distinct_ok"] < workload.count and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
+        cpu = cpu_seconds(processes) - cpu_at_start
         return {
+            "per_cpu_s": stats["distinct_ok"] / max(1e-9, cpu),
             "publish_per_s": published["rate"],
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
             "p50_ms": (stats["p50"] or 0) * 1000,
@@ -206,7 +242,13 @@ def median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
+def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]], key: str) -> str:
+    # Pair by pair: run i of each system ran back to back, so their ratio cancels the drift.
+    pairs = [a[key] / b[key] for a, b in zip(rows, reference, strict=True)]
+    return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
+
+
+async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
@@ -217,40 +259,45 @@ async def main(runs: int, workers: list[int], chosen: list[str]) -> None:
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
             f" · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')}"
         )
-        ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
-        print("\n## Ceilings (same machine, same run)")
-        for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
-            print(
-                f"- {key}: {median(ceiling_rows, key):,.0f}/s  (runs: "
-                f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
-            )
+        if not skip_ceilings:
+            ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
+            print("\n## Ceilings (same machine, same run)")
+            for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
+                print(
+                    f"- {key}: {median(ceiling_rows, key):,.0f}/s  (runs: "
+                    f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
+                )
         print("\n## Workloads")
         print(
-            "| workload | system | publish/s | deliveries/s | p50 ms | p99 ms | lost | requests | vs bare (per run) |"
+            "| workload | system | publish/s | deliveries/s | per CPU-s | p50 ms | p99 ms | lost | requests "
+            "| deliveries/s vs bare, same loop (per run) | uvloop vs asyncio: deliveries/s (per run) "
+            "| uvloop vs asyncio: per CPU-s (per run) |"
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
             workload = WORKLOADS[name]
-            systems = [f"{n}x warren" for n in workers] + (["bare"] if workload.bare else [])
-            results: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
+            systems = [System(n, loop) for n in workers for loop in loops]
+            systems += [System(0, loop) for loop in loops] if workload.bare else []
+            results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
             for _ in range(runs):
                 for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
                     results[system].append(await one_run(workload, system, workdir))
-            bare_rows = results.get("bare")
             for system, rows in results.items():
-                rate = median(rows, "deliveries_per_s")
-                ratio = "-"
-                if bare_rows and system != "bare":
-                    # Pair by pair: run i of each system ran back to back, so their ratio cancels the drift.
-                    pairs = [
-                        a["deliveries_per_s"] / b["deliveries_per_s"] for a, b in zip(rows, bare_rows, strict=True)
-                    ]
-                    ratio = f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
-                lost = max(r["lost"] for r in rows)
+                bare_rows = results.get(System(0, system.loop))
+                vs_bare = "-"
+                if bare_rows and system.workers:
+                    vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
+                asyncio_rows = results.get(System(system.workers, "asyncio"))
+                vs_asyncio = vs_asyncio_cpu = "-"
+                if asyncio_rows and system.loop != "asyncio":
+                    vs_asyncio = per_run_ratio(rows, asyncio_rows, "deliveries_per_s")
+                    vs_asyncio_cpu = per_run_ratio(rows, asyncio_rows, "per_cpu_s")
                 print(
-                    f"| {name} | {system} | {median(rows, 'publish_per_s'):,.0f} | {rate:,.0f} | "
-                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | {lost:.0f} | "
-                    f"{median(rows, 'requests'):,.0f} | {ratio} |",
+                    f"| {name} | {system.name} | {median(rows, 'publish_per_s'):,.0f} | "
+                    f"{median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} | "
+                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | "
+                    f"{max(r['lost'] for r in rows):.0f} | {median(rows, 'requests'):,.0f} | "
+                    f"{vs_bare} | {vs_asyncio} | {vs_asyncio_cpu} |",
                     flush=True,
                 )
     finally:
@@ -263,5 +310,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--workloads", default="happy,flaky,slow,happy-ordered")
+    parser.add_argument("--loops", default="uvloop", help="uvloop, asyncio, or both: asyncio,uvloop")
+    parser.add_argument("--skip-ceilings", action="store_true", help="do not measure the machine's ceilings")
     a = parser.parse_args()
-    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(",")))
+    loops = a.loops.split(",")
+    if not set(loops) <= {"uvloop", "asyncio"}:
+        parser.error("--loops takes uvloop and/or asyncio")
+    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings))

@@ -16,6 +16,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 
 from warren.topology.errors import BrokerUnavailable, describe
+from warren.topology.redact import redact_url
 
 __all__ = ["CONNECTION_EXCEPTIONS", "OPEN_EXCEPTIONS", "connect", "connect_once", "open_failure", "redact_url"]
 
@@ -45,17 +46,6 @@ def open_failure(url: str, exc: Exception) -> BrokerUnavailable:
             f"{vhost} {user} '.*' '.*' '.*'`) or fix the vhost in broker.url"
         )
     return BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}")
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def connect(url: str, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from warren.broker.events import Event
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.topology.errors import EventError
 
 __all__ = ["BadLine", "aread_event_lines", "event_from_fields", "parse_event_line", "read_event_lines"]
@@ -52,6 +53,9 @@ def parse_event_line(number: int, raw: str | bytes) -> Event | BadLine | None:
         return BadLine(number, f"not JSON: {exc}")
     if not isinstance(fields, dict):
         return BadLine(number, "not a JSON object")
+    duplicate = duplicate_key(raw, fields)
+    if duplicate is not None:
+        return BadLine(number, DUPLICATE_KEY.format(duplicate))
     try:
         return event_from_fields(fields)
     except EventError as exc:

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from warren.broker import wire
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.topology.errors import WarrenError
 from warren.topology.headers import header_history, header_int
 
@@ -116,6 +117,10 @@ def parse_delivery(
         raise MalformedMessage(f"body is not JSON: {exc}") from None
     if not isinstance(envelope, dict):
         raise MalformedMessage("body is not a JSON object (expected the envelope {id, type, timestamp, data})")
+    duplicate = duplicate_key(body, envelope)
+    if duplicate is not None:
+        # The body goes out as is: a receiver keeping the first copy would see another event than we did.
+        raise MalformedMessage("body has a " + DUPLICATE_KEY.format(duplicate))
     missing = [k for k in ("id", "type", "timestamp", "data") if k not in envelope]
     if missing:
         raise MalformedMessage(f"envelope lacks {', '.join(missing)}")

@@ -1,71 +1,50 @@
 """The outgoing side's guard against server-side request forgery.
 
-The check runs on the addresses the connection is actually made to: a resolver that refuses private
-answers sits inside aiohttp's connector, so a name that resolves to a public address for a check and a
-private one for the connection (DNS rebinding) cannot slip past. IP literals skip the resolver in aiohttp,
-so they are checked before the request.
+The check runs on the addresses the connection is actually made to. ``GuardedConnector`` filters every
+address aiohttp is about to connect to, IP literals included (aiohttp does not resolve those), and its
+``GuardedResolver`` refuses private answers inside the resolution, so a name that resolves to a public
+address for a check and a private one for the connection (DNS rebinding) cannot slip past. The host is
+taken as yarl makes it (IDNA-folded: fullwidth digits are ASCII digits), never as ``urlsplit`` reads it.
+``check_url_literal`` refuses a forbidden literal before the request, for a clear error text.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 from typing import Any
-from urllib.parse import urlsplit
 
+import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+from warren.topology.addresses import connect_host, forbidden_reason, literal_problem, looks_like_ip
 from warren.topology.errors import WarrenError
 
-__all__ = ["ForbiddenAddress", "GuardedResolver", "check_url_literal", "forbidden_reason"]
-
-
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # well-known NAT64 prefix: the last 32 bits are IPv4
+__all__ = ["ForbiddenAddress", "GuardedConnector", "GuardedResolver", "check_url_literal", "forbidden_reason"]
 
 
 class ForbiddenAddress(WarrenError):
     """The endpoint's address is loopback, private, link-local, multicast or reserved, and that is not allowed."""
 
 
-def forbidden_reason(address: str) -> str | None:
-    """Why an IP address may not be delivered to, or None when it may."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return f"{address!r} is not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address):
-        # An IPv4 address carried inside an IPv6 one reaches that IPv4 host: judge the IPv4 address.
-        embedded = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            ip = embedded
-    for label, flag in (
-        ("loopback", ip.is_loopback),
-        ("private", ip.is_private),
-        ("link-local", ip.is_link_local),
-        ("multicast", ip.is_multicast),
-        ("reserved", ip.is_reserved),
-        ("unspecified", ip.is_unspecified),
-        # Whatever else is not globally routable, e.g. carrier-grade NAT (100.64.0.0/10).
-        ("non-global", not ip.is_global),
-    ):
-        if flag:
-            return f"{ip} is a {label} address (set delivery.allow_private_networks = true to allow it)"
-    return None
-
-
 def check_url_literal(url: str) -> None:
-    """Refuse a URL whose host is a forbidden IP literal (aiohttp connects to those without resolving)."""
-    host = urlsplit(url).hostname or ""
+    """Refuse a URL whose host, as aiohttp will connect to it, is a forbidden or non-canonical IP literal."""
     try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return
-    reason = forbidden_reason(host)
+        host = connect_host(url)
+    except ValueError as exc:
+        raise ForbiddenAddress(str(exc)) from None
+    reason = literal_problem(host) or (forbidden_reason(host) if looks_like_ip(host) else None)
     if reason:
         raise ForbiddenAddress(reason)
+
+
+def _allowed(host: str, results: list[ResolveResult]) -> list[ResolveResult]:
+    """The results that may be connected to; ForbiddenAddress when none is left."""
+    allowed = [r for r in results if forbidden_reason(r["host"]) is None]
+    if not allowed:
+        reasons = "; ".join(sorted({forbidden_reason(r["host"]) or "" for r in results}))
+        raise ForbiddenAddress(f"{host} resolves only to forbidden addresses: {reasons}")
+    return allowed
 
 
 class GuardedResolver(AbstractResolver):
@@ -77,15 +56,26 @@ class GuardedResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        allowed = [r for r in results if forbidden_reason(r["host"]) is None]
-        if not allowed:
-            reasons = "; ".join(sorted({forbidden_reason(r["host"]) or "" for r in results}))
-            raise ForbiddenAddress(f"{host} resolves only to forbidden addresses: {reasons}")
-        return allowed
+        return _allowed(host, await self._inner.resolve(host, port, family))
 
     async def close(self) -> None:
         await self._inner.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class GuardedConnector(aiohttp.TCPConnector):
+    """A TCPConnector that connects to allowed addresses only, whether the host was a name or an IP literal.
+
+    aiohttp hands IP literals straight to the socket without asking the resolver, so the filter sits on
+    ``_resolve_host``, the one step every connection passes (cached DNS answers included). It is aiohttp's
+    private method: tests/consumers/test_egress.py fails if a new aiohttp stops calling it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("resolver", GuardedResolver())
+        super().__init__(*args, **kwargs)
+
+    async def _resolve_host(self, host: str, port: int, traces: Any = None) -> list[ResolveResult]:
+        return _allowed(host, await super()._resolve_host(host, port, traces=traces))

@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import aiohttp
 
 from warren.consumers.classify import classify, parse_retry_after
 from warren.consumers.delivery import Delivery
-from warren.consumers.egress import ForbiddenAddress, GuardedResolver, check_url_literal
+from warren.consumers.egress import ForbiddenAddress, GuardedConnector, check_url_literal
 from warren.consumers.signing import signature_header
 from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import Endpoint
+from warren.topology.redact import redact_urls
 
 __all__ = ["HttpTransport", "http_result", "new_session", "webhook_headers"]
 
 
 def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
     """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it)."""
-    resolver = None if allow_private_networks else GuardedResolver()
-    connector = aiohttp.TCPConnector(
-        limit=0, limit_per_host=0, keepalive_timeout=30, resolver=resolver, ttl_dns_cache=60
-    )
+    connector_type = aiohttp.TCPConnector if allow_private_networks else GuardedConnector
+    connector = connector_type(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=60)
     # Responses are read only for the attempt log, so ask for them uncompressed. Setting the header (rather
     # than skip_auto_headers) keeps aiohttp on its fast path for every request.
     return aiohttp.ClientSession(
@@ -122,7 +122,26 @@ class HttpTransport:
         connect_timeout: float,
         retry_statuses: frozenset[int] = frozenset(),
     ) -> SendResult:
-        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read."""
+        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read.
+
+        An error text never carries the URL's credentials (aiohttp's messages quote the URL)."""
+        result = await self._post(
+            url, body, headers, timeout=timeout, connect_timeout=connect_timeout, retry_statuses=retry_statuses
+        )
+        if result.error is None:
+            return result
+        return replace(result, reason=redact_urls(result.reason), error=redact_urls(result.error))
+
+    async def _post(
+        self,
+        url: str,
+        body: bytes,
+        headers: dict[str, str],
+        *,
+        timeout: float,
+        connect_timeout: float,
+        retry_statuses: frozenset[int],
+    ) -> SendResult:
         started = time.monotonic()
         try:
             if not self._allow_private:

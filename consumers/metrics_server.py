@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from warren.broker.connection_guard import GuardedSite, ServerLimits
+from warren.broker.serving import guard_app
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.metrics import WorkerMetrics
 from warren.topology.config import WorkerSettings
@@ -23,7 +25,15 @@ __all__ = ["MetricsServer", "serve_worker_metrics"]
 class MetricsServer:
     """An aiohttp server on ``host:port`` (port 0 picks a free one; ``port`` tells which after ``start``)."""
 
-    def __init__(self, metrics: WorkerMetrics, is_ready: Callable[[], bool], host: str, port: int) -> None:
+    def __init__(
+        self,
+        metrics: WorkerMetrics,
+        is_ready: Callable[[], bool],
+        host: str,
+        port: int,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.limits = limits or ServerLimits(max_connections=64)
         self.metrics = metrics
         self.is_ready = is_ready
         self.host = host
@@ -47,9 +57,10 @@ class MetricsServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        guard = guard_app(app, self.limits)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = GuardedSite(self._runner, guard, self.host, self.port, backlog=128)
         try:
             await site.start()
         except OSError as exc:
@@ -86,6 +97,7 @@ async def serve_worker_metrics(
     metrics.install(hooks)
     metrics.track_in_flight(in_flight)
     metrics.track_endpoint_states(endpoint_states)
-    server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port)
+    limits = ServerLimits(settings.metrics_header_timeout, max_connections=settings.metrics_max_connections)
+    server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port, limits)
     await server.start()
     return server

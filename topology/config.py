@@ -31,9 +31,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from warren.topology.addresses import connect_host, literal_problem, url_host_problem
 from warren.topology.durations import parse_duration
 from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.errors import WarrenError
+from warren.topology.redact import redact_urls
 from warren.topology.secrets import (
     ENV_REFERENCE,
     SecretError,
@@ -243,6 +245,15 @@ class DeliverySettings(_Frozen):
     )
 
 
+def _guessable(text: str, what: str) -> str | None:
+    """Why a shared secret is too weak to use: under 16 bytes of UTF-8, or nothing but whitespace."""
+    if not text.strip():
+        return f"{what} cannot be whitespace only"
+    if len(text.encode()) < 16:
+        return f"{what} needs at least 16 bytes"
+    return None
+
+
 def _resolve_token(value: object) -> object:
     if not isinstance(value, str):
         return value
@@ -250,8 +261,9 @@ def _resolve_token(value: object) -> object:
         text = resolve_secret_text(value)
     except SecretError as exc:
         raise ValueError(str(exc)) from None
-    if len(text) < 16:
-        raise ValueError("an API token needs at least 16 characters")
+    weak = _guessable(text, "an API token")
+    if weak or len(text) < 16:
+        raise ValueError(weak or "an API token needs at least 16 characters")
     return text
 
 
@@ -263,7 +275,15 @@ ApiToken = Annotated[
 ]
 
 
-class ApiSettings(_Frozen):
+class _ServerLimits(_Frozen):
+    """How slow a client of an HTTP server may be, and how many may be connected (slowloris)."""
+
+    header_timeout: PositiveDuration = Field(default=10.0, description="to send a request head (408 after)")
+    body_timeout: PositiveDuration = Field(default=30.0, description="to send a request body (408 after)")
+    max_connections: int = Field(default=512, ge=1, description="open connections; more are answered 503")
+
+
+class ApiSettings(_ServerLimits):
     """The HTTP ingest API (``warren api``): where it listens, who may call it, what it accepts."""
 
     host: str = "127.0.0.1"
@@ -274,6 +294,15 @@ class ApiSettings(_Frozen):
     allowed_event_types: tuple[EventPattern, ...] | None = None
     publish_timeout: PositiveDuration = 10.0
     retry_after: int = Field(default=5, ge=1, le=3600, description="seconds, sent with every 503")
+    idempotency_store: str | None = Field(default=None, description="sqlite:///PATH or postgresql://...")
+    idempotency_retention: PositiveDuration = 24 * 3600.0
+
+    @field_validator("idempotency_store")
+    @classmethod
+    def _idempotency_store_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError("idempotency_store is sqlite:///PATH or a postgresql:// DSN")
+        return value
 
 
 class WorkerSettings(_Frozen):
@@ -282,6 +311,8 @@ class WorkerSettings(_Frozen):
     log_format: Literal["text", "json"] = "text"
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    metrics_header_timeout: PositiveDuration = 10.0
+    metrics_max_connections: int = Field(default=64, ge=1)
     rebalance_interval: PositiveDuration = 5.0
 
 
@@ -348,6 +379,12 @@ class Endpoint(_Frozen):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("url must be an absolute http:// or https:// URL")
+        try:
+            problem = literal_problem(connect_host(value))
+        except ValueError as exc:  # yarl refuses the host (e.g. an IDNA error)
+            problem = f"the host cannot be used: {redact_urls(str(exc))}"
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("retry_statuses")
@@ -392,6 +429,15 @@ def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
             raise ValueError("a secret cannot be empty")
         resolved.append(SecretStr(plain))
     return tuple(resolved)
+
+
+def _strong_plain_secrets(value: tuple[SecretStr, ...] | None) -> tuple[SecretStr, ...] | None:
+    """hmac-sha256 and token secrets are guessed or brute-forced when short: the same floor as API tokens."""
+    for secret in value or ():
+        weak = _guessable(secret.get_secret_value(), "a secret")
+        if weak:
+            raise ValueError(weak)
+    return value
 
 
 PlainSecrets = Annotated[
@@ -467,6 +513,8 @@ class InboundSource(_Frozen):
                     WebhookSecret(text.get_secret_value())
             except SecretError as exc:
                 raise ValueError(f"secret: {exc}") from None
+        if self.verifier in ("hmac-sha256", "token"):
+            _strong_plain_secrets(self.secret)
         if self.verifier in ("hmac-sha256", "token") and self.header is None:
             raise ValueError(f"verifier {self.verifier!r} needs the name of its header")
         if self.id_header is not None and self.id_field is not None:
@@ -519,7 +567,7 @@ class InboxSettings(_Frozen):
         return value
 
 
-class ReceiverSettings(_Frozen):
+class ReceiverSettings(_ServerLimits):
     """The verifying HTTP endpoint of ``warren receive``."""
 
     host: str = "127.0.0.1"
@@ -572,6 +620,16 @@ class WarrenConfig(BaseSettings):
                 raise ValueError(f"endpoint name {endpoint.name!r} appears twice")
             seen.add(endpoint.name)
         return value
+
+    @model_validator(mode="after")
+    def _no_private_literals(self) -> WarrenConfig:
+        # What is known without DNS is refused at load; names are judged on their answers when connecting.
+        if not self.delivery.allow_private_networks:
+            for endpoint in self.endpoints:
+                problem = url_host_problem(endpoint.url)
+                if problem:
+                    raise ValueError(f"endpoint {endpoint.name!r}: url refused: {problem}")
+        return self
 
     @classmethod
     def settings_customise_sources(

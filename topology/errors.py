@@ -24,7 +24,9 @@ WarrenError
 ├── StoreError               (consumers.receiving.errors) the idempotency store is unusable
 ├── HandlerError             (consumers.receiving.errors) a ``module:function`` handler cannot be loaded
 ├── NonRetryable             (consumers.receiving.errors) raised by a handler: dead-letter the event now
-└── BodyTooLarge             (consumers.receiving.middleware) an inbound body over the limit (413)
+├── BodyTooLarge             (consumers.receiving.middleware) an inbound body over the limit (413)
+├── BodyTimeout              (consumers.receiving.middleware) an inbound body slower than its read timeout (408)
+└── _Duplicate               (broker.strict_json) control flow: a JSON object repeats a key
 """
 
 from __future__ import annotations

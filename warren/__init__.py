@@ -11,7 +11,7 @@ pins what it exports in ``__all__``.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata as _metadata
 
 from warren.broker.connection import connect
 from warren.broker.events import Event
@@ -26,8 +26,8 @@ from warren.topology.errors import (
 )
 
 try:
-    __version__ = version("warren-webhooks")
-except PackageNotFoundError:  # running from a checkout that was never installed
+    __version__ = _metadata.version("warren-webhooks")
+except _metadata.PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0+unknown"
 
 __all__ = [

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from warren.loop import run_on_best_loop
 from warren.topology.config import ConfigError, WarrenConfig, load_config
 from warren.topology.errors import WarrenError
 
@@ -48,9 +49,13 @@ def load(path: Path | None, *, signing: bool = False) -> WarrenConfig:
         fail(f"invalid configuration {exc}", EXIT_USAGE)
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; Warren's own errors become one line and exit 1, never a traceback."""
+def run(coroutine: Coroutine[Any, Any, T], *, service: bool = False) -> T:
+    """Run a command's coroutine; Warren's own errors become one line and exit 1, never a traceback.
+
+    ``service`` marks the long-running commands (worker, api, receive, inbox): they run on uvloop when it is
+    installed (``warren.loop``). The one-shot commands keep asyncio's loop: they wait on the broker, not on it.
+    """
     try:
-        return asyncio.run(coroutine)
+        return run_on_best_loop(coroutine) if service else asyncio.run(coroutine)
     except WarrenError as exc:
         fail(str(exc))

@@ -13,6 +13,7 @@ import orjson
 
 from warren.broker import wire
 from warren.topology.headers import header_history, header_int, header_text
+from warren.topology.redact import redact_urls
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
 
@@ -91,6 +92,12 @@ def _death(headers: Mapping[str, Any]) -> tuple[str | None, int | None]:
     return f"{reason}{where} (dead-lettered by RabbitMQ)", at_ms
 
 
+def _redacted(value: object) -> str | None:
+    # Letters written before error texts were redacted at the source may still quote a URL's credentials.
+    text = header_text(value)
+    return None if text is None else redact_urls(text)
+
+
 def dead_letter_from(
     position: int, body: bytes, headers: Mapping[str, Any], message_id: str | None, message_type: str | None
 ) -> DeadLetter:
@@ -116,10 +123,10 @@ def dead_letter_from(
         last_attempt_ms=header_int(headers.get(wire.H_LAST_ATTEMPT)),
         dead_ms=header_int(headers.get(wire.H_DEAD_AT)) or broker_dead_ms,
         last_status=header_int(headers.get(wire.H_LAST_STATUS)),
-        last_error=header_text(headers.get(wire.H_LAST_ERROR)) or None,
-        dead_reason=header_text(headers.get(wire.H_DEAD_REASON)) or broker_reason,
+        last_error=_redacted(headers.get(wire.H_LAST_ERROR)) or None,
+        dead_reason=_redacted(headers.get(wire.H_DEAD_REASON)) or broker_reason,
         endpoint=header_text(headers.get(wire.H_ENDPOINT)),
-        history=header_history(headers.get(wire.H_HISTORY)),
+        history=tuple(json_safe(i) for i in header_history(headers.get(wire.H_HISTORY))),
         headers=dict(headers),
         body=body,
         envelope=envelope,
@@ -136,13 +143,15 @@ def format_ms(ms: int | None) -> str | None:
 
 
 def json_safe(value: Any) -> Any:
-    """AMQP header values (bytes, Decimal, datetime, nested tables) as plain JSON values."""
+    """AMQP header values (bytes, Decimal, datetime, nested tables) as plain JSON values, URLs redacted."""
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+        return redact_urls(value.decode("utf-8", "replace"))
+    if isinstance(value, str):
+        return redact_urls(value)
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, dt.datetime):

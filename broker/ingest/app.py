@@ -25,9 +25,12 @@ from warren.broker.ingest.accept import (
     publish_one,
 )
 from warren.broker.ingest.auth import check_authorization, encode_tokens
+from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import check_content_type, invalid, parse_body, too_large
 from warren.broker.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
 from warren.broker.ingest.eventtypes import TypeFilter
+from warren.broker.ingest.idempotency import open_idempotency_store
+from warren.broker.ingest.idempotent import Idempotency
 from warren.broker.ingest.link import BrokerLink
 from warren.broker.ingest.openapi import openapi_document
 from warren.broker.ingest.schemas import BatchIn, EventIn
@@ -42,6 +45,8 @@ LINK = web.AppKey("link", BrokerLink)
 _LIMITS = web.AppKey("limits", Limits)
 _TOKENS = web.AppKey("tokens", tuple[bytes, ...])
 _MAX_BODY = web.AppKey("max_body", int)
+_BODY_TIMEOUT = web.AppKey("body_timeout", float)
+_IDEMPOTENCY = web.AppKey("idempotency", Idempotency)
 _OPENAPI = web.AppKey("openapi", bytes)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -93,23 +98,55 @@ async def _expect(request: web.Request) -> web.StreamResponse | None:
     return None
 
 
+async def _once(
+    request: web.Request, key: str | None, raw: bytes, produce: Callable[[], Awaitable[web.Response]]
+) -> web.Response:
+    """``produce()``, or the stored answer of an earlier request with this key (with an idempotency store)."""
+    idempotency = request.app.get(_IDEMPOTENCY)
+    if idempotency is None or key is None:
+        return await produce()
+    return await idempotency.once(request, key, raw, produce)
+
+
 async def _publish_event(request: web.Request) -> web.Response:
     limits = request.app[_LIMITS]
-    item = await parse_body(request, EventIn, request.app[_MAX_BODY])
+    raw: list[bytes] = []
+    item = await parse_body(
+        request, EventIn, request.app[_MAX_BODY], before=raw.append, timeout=request.app[_BODY_TIMEOUT]
+    )
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key)
-    [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
-    event_id = await publish_one(request.app[LINK], event, limits)
-    return _json({"id": event_id}, 202)
+
+    async def publish() -> web.Response:
+        [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
+        event_id = await publish_one(request.app[LINK], event, limits)
+        return _json({"id": event_id}, 202)
+
+    return await _once(request, key, raw[0], publish)
 
 
 async def _publish_batch(request: web.Request) -> web.Response:
     limits = request.app[_LIMITS]
-    batch = await parse_body(request, BatchIn, request.app[_MAX_BODY])
+    too_many = invalid([FieldProblem("events", f"at most {limits.max_batch} events per batch (api.max_batch)")])
+    raw: list[bytes] = []
+
+    def count_first(body: bytes) -> None:
+        if events_over(body, limits.max_batch):
+            raise too_many
+        raw.append(body)
+
+    batch = await parse_body(
+        request, BatchIn, request.app[_MAX_BODY], before=count_first, timeout=request.app[_BODY_TIMEOUT]
+    )
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key, max_length=batch_key_max_length(limits.max_batch))
     if len(batch.events) > limits.max_batch:
-        raise invalid([FieldProblem("events", f"at most {limits.max_batch} events per batch (api.max_batch)")])
+        raise too_many
+    return await _once(request, key, raw[0], lambda: _publish_events(request, batch, key))
+
+
+async def _publish_events(request: web.Request, batch: BatchIn, key: str | None) -> web.Response:
+    limits = request.app[_LIMITS]
     events = build_events(batch.events, event_ids(batch.events, key, batch=True), limits, batch=True)
     try:
         outcome = await publish_batch(request.app[LINK], events, limits)
@@ -134,10 +171,12 @@ async def _healthz(_: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    reason = await request.app[LINK].not_ready_reason()
-    if reason is None:
+    not_ready = await request.app[LINK].not_ready_reason()
+    if not_ready is None:
         return _json({"status": "ready"})
-    return _json({"status": "not ready", "reason": reason}, 503, {"Retry-After": str(request.app[_LIMITS].retry_after)})
+    log.warning("not ready: %s", not_ready.detail)
+    headers = {"Retry-After": str(request.app[_LIMITS].retry_after)}
+    return _json({"status": "not ready", "reason": not_ready.reason}, 503, headers)
 
 
 async def _openapi(request: web.Request) -> web.Response:
@@ -159,12 +198,21 @@ def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Appl
     )
     app[_TOKENS] = encode_tokens(api.tokens)
     app[_MAX_BODY] = api.max_body
+    app[_BODY_TIMEOUT] = api.body_timeout
+    if api.idempotency_store is not None:
+        app[_IDEMPOTENCY] = Idempotency(
+            open_idempotency_store(api.idempotency_store),
+            retention=api.idempotency_retention,
+            stale_after=api.publish_timeout + 10.0,
+            retry_after=api.retry_after,
+        )
     app[_OPENAPI] = orjson.dumps(
         openapi_document(
             max_batch=api.max_batch,
             max_body=api.max_body,
             max_payload=config.delivery.max_payload,
             allowed_event_types=api.allowed_event_types,
+            idempotency_store=api.idempotency_store is not None,
         )
     )
     app.router.add_post("/v1/events", _publish_event, expect_handler=_expect)
@@ -174,10 +222,14 @@ def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Appl
     app.router.add_get("/openapi.json", _openapi)
 
     async def start_link(app: web.Application) -> None:
+        if _IDEMPOTENCY in app:
+            await app[_IDEMPOTENCY].store.open()
         await app[LINK].start()
 
     async def close_link(app: web.Application) -> None:
         await app[LINK].close()
+        if _IDEMPOTENCY in app:
+            await app[_IDEMPOTENCY].store.close()
 
     app.on_startup.append(start_link)
     app.on_cleanup.append(close_link)

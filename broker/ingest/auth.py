@@ -30,7 +30,9 @@ def token_matches(given: str, tokens: Sequence[bytes]) -> bool:
     Every token is compared, with ``hmac.compare_digest``, even after a match: the time taken tells an
     attacker neither how much of a token was right nor which token matched.
     """
-    candidate = given.encode()
+    # aiohttp decodes header bytes that are not UTF-8 with surrogateescape: encoding back the same way gives
+    # the bytes as sent, which simply match no token (a plain encode() would raise: a 500, not a 401).
+    candidate = given.encode("utf-8", "surrogateescape")
     found = False
     for token in tokens:
         found |= hmac.compare_digest(candidate, token)

@@ -3,6 +3,8 @@ schema (422 naming the field)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import TypeVar
 
 from aiohttp import web
@@ -12,10 +14,12 @@ from warren.broker.ingest.errors import (
     BAD_JSON,
     INVALID,
     PAYLOAD_TOO_LARGE,
+    REQUEST_TIMEOUT,
     UNSUPPORTED_MEDIA_TYPE,
     ApiError,
     FieldProblem,
 )
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 
 __all__ = [
     "check_content_type",
@@ -46,8 +50,8 @@ def check_content_type(request: web.Request) -> None:
         raise ApiError(415, UNSUPPORTED_MEDIA_TYPE, f"JSON must be UTF-8, not charset={charset}")
 
 
-async def read_limited(request: web.Request, limit: int) -> bytes:
-    """The body, refusing with 413 as soon as it is known to be over ``limit``.
+async def read_limited(request: web.Request, limit: int, timeout: float | None = None) -> bytes:
+    """The body, refusing with 413 as soon as it is known to be over ``limit``, and 408 after ``timeout``.
 
     A declared Content-Length over the limit is refused before a byte is read; a chunked body is read
     piece by piece and refused the moment it passes the limit, so an oversized body never sits in memory.
@@ -56,10 +60,19 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     if declared is not None and declared > limit:
         raise too_large(limit)
     body = bytearray()
-    async for chunk in request.content.iter_any():
-        body += chunk
-        if len(body) > limit:
-            raise too_large(limit)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.content.iter_any():
+                body += chunk
+                if len(body) > limit:
+                    raise too_large(limit)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            REQUEST_TIMEOUT,
+            f"the body did not arrive within {timeout:g}s (api.body_timeout)",
+            headers={"Connection": "close"},
+        ) from None
     return bytes(body)
 
 
@@ -86,10 +99,24 @@ def invalid(problems: list[FieldProblem]) -> ApiError:
     return ApiError(422, INVALID, f"{first.field}: {first.message}{more}", fields=problems[:_MAX_LISTED])
 
 
-async def parse_body(request: web.Request, model: type[M], limit: int) -> M:
-    """Check, read and validate the body as ``model``; every failure is an ApiError with its status."""
+async def parse_body(
+    request: web.Request,
+    model: type[M],
+    limit: int,
+    before: Callable[[bytes], None] | None = None,
+    timeout: float | None = None,
+) -> M:
+    """Check, read and validate the body as ``model``; every failure is an ApiError with its status.
+
+    ``before`` sees the raw bytes first, to refuse what is cheap to refuse before parsing them whole.
+    """
     check_content_type(request)
-    raw = await read_limited(request, limit)
+    raw = await read_limited(request, limit, timeout)
+    if before is not None:
+        before(raw)
+    duplicate = duplicate_key(raw)
+    if duplicate is not None:
+        raise ApiError(400, BAD_JSON, "request body is not valid JSON: " + DUPLICATE_KEY.format(duplicate))
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:

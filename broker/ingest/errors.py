@@ -18,9 +18,13 @@ __all__ = [
     "BAD_JSON",
     "BROKER_UNAVAILABLE",
     "EVENT_TYPE_NOT_ALLOWED",
+    "IDEMPOTENCY_CONFLICT",
+    "IDEMPOTENCY_IN_PROGRESS",
     "INTERNAL",
     "INVALID",
     "PAYLOAD_TOO_LARGE",
+    "REQUEST_TIMEOUT",
+    "STORE_UNAVAILABLE",
     "UNAUTHORIZED",
     "UNROUTABLE",
     "UNSUPPORTED_MEDIA_TYPE",
@@ -33,11 +37,24 @@ BAD_JSON = "malformed_json"
 UNAUTHORIZED = "unauthorized"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 PAYLOAD_TOO_LARGE = "payload_too_large"
+REQUEST_TIMEOUT = "request_timeout"
 INVALID = "invalid_event"
 EVENT_TYPE_NOT_ALLOWED = "event_type_not_allowed"
 UNROUTABLE = "unroutable"
 BROKER_UNAVAILABLE = "broker_unavailable"
 INTERNAL = "internal_error"
+IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
+STORE_UNAVAILABLE = "store_unavailable"
+
+
+def _printable(text: str) -> str:
+    """``text`` as valid UTF-8: a message may quote a header whose bytes were not UTF-8 (aiohttp hands them
+    over as lone surrogates, which no JSON encoder writes), so those bytes become U+FFFD."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -64,9 +81,9 @@ class ApiError(WarrenError):
 
     def body(self) -> dict[str, Any]:
         """The JSON body (shape: ``ErrorBody`` in schemas.py)."""
-        out: dict[str, Any] = {"error": self.code, "message": self.message}
+        out: dict[str, Any] = {"error": self.code, "message": _printable(self.message)}
         if self.fields:
-            out["fields"] = [{"field": f.field, "message": f.message} for f in self.fields]
+            out["fields"] = [{"field": f.field, "message": _printable(f.message)} for f in self.fields]
         if self.failed is not None:
             out["failed"] = self.failed
         return out

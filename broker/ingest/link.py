@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
@@ -21,13 +22,22 @@ from warren.topology import names
 from warren.topology.config import BrokerSettings
 from warren.topology.errors import BrokerUnavailable, WarrenError
 
-__all__ = ["BrokerLink"]
+__all__ = ["BrokerLink", "NotReady"]
 
 log = logging.getLogger("warren.api")
 
 # Anything the broker or the link can throw at a probe; all mean "not ready", none is a bug of ours.
 _PROBE_FAILURES: tuple[type[BaseException], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError)
 _PROBE_AND_WARREN: tuple[type[BaseException], ...] = (*_PROBE_FAILURES, WarrenError)
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """Why the API is not ready: ``reason`` for the unauthenticated ``/readyz``, ``detail`` for the log only
+    (it names the broker's user, host, port and vhost, which are nobody else's business)."""
+
+    reason: str
+    detail: str
 
 
 class BrokerLink:
@@ -103,12 +113,12 @@ class BrokerLink:
             raise BrokerUnavailable("connection to RabbitMQ lost; reconnecting")
         return publisher
 
-    async def not_ready_reason(self, timeout: float = 5.0) -> str | None:
+    async def not_ready_reason(self, timeout: float = 5.0) -> NotReady | None:
         """None when connected and the events exchange exists; otherwise why not (for ``/readyz``)."""
         try:
             self.publisher()
         except BrokerUnavailable as exc:
-            return str(exc)
+            return NotReady("not connected to RabbitMQ", str(exc))
         assert self._connection is not None
         try:
             async with asyncio.timeout(timeout):
@@ -119,9 +129,11 @@ class BrokerLink:
                     if not channel.is_closed:
                         await channel.close()
         except aiormq.exceptions.ChannelNotFoundEntity:
-            return missing("exchange", self.exchange)
+            return NotReady(
+                "the events exchange does not exist (run `warren setup`)", missing("exchange", self.exchange)
+            )
         except _PROBE_AND_WARREN as exc:
-            return f"RabbitMQ did not answer the probe: {str(exc) or type(exc).__name__}"
+            return NotReady("RabbitMQ did not answer the probe", str(exc) or type(exc).__name__)
         return None
 
     async def close(self) -> None:

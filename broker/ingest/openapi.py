@@ -43,15 +43,25 @@ _RETRY_AFTER = {
 _CHALLENGE = {"WWW-Authenticate": {"description": "Bearer challenge.", "schema": {"type": "string"}, "required": True}}
 
 
-def _errors(*, batch: bool) -> dict[str, Any]:
+def _errors(*, batch: bool, keys: bool) -> dict[str, Any]:
     what = "Some events" if batch else "The event"
+    in_progress = (
+        " Or a request with the same Idempotency-Key is still being handled (`idempotency_in_progress`): "
+        "retry after `Retry-After` seconds."
+        if keys
+        else ""
+    )
+    conflict = " Or the Idempotency-Key was already used with another request (`idempotency_conflict`)." if keys else ""
+    store = " Or the idempotency store is unavailable (`store_unavailable`)." if keys else ""
     return {
-        "400": _json("ErrorBody", "The body is not valid JSON (`malformed_json`)."),
+        "400": _json("ErrorBody", "The body is not valid JSON, or an object in it repeats a key (`malformed_json`)."),
         "401": _json("ErrorBody", "No bearer token, or a wrong one (`unauthorized`).", _CHALLENGE),
+        "408": _json("ErrorBody", "The body did not arrive within `api.body_timeout` (`request_timeout`)."),
         "409": _json(
             "ErrorBody",
             f"{what} matched no endpoint subscription (`unroutable`): nothing is stored"
-            + (", `failed` says which." if batch else "."),
+            + (", `failed` says which." if batch else ".")
+            + in_progress,
         ),
         "413": _json(
             "ErrorBody",
@@ -62,18 +72,18 @@ def _errors(*, batch: bool) -> dict[str, Any]:
         "422": _json(
             "ErrorBody",
             "Schema violation (`invalid_event`, `fields` names each field) or an event type not in "
-            "`api.allowed_event_types` (`event_type_not_allowed`). Nothing is stored.",
+            "`api.allowed_event_types` (`event_type_not_allowed`). Nothing is stored." + conflict,
         ),
         "503": _json(
             "ErrorBody",
             "RabbitMQ is unreachable or did not confirm (`broker_unavailable`): not stored. Retry after "
-            "`Retry-After` seconds with the same Idempotency-Key or ids.",
+            "`Retry-After` seconds with the same Idempotency-Key or ids." + store,
             _RETRY_AFTER,
         ),
     }
 
 
-def _idempotency(max_length: int, batch: bool) -> dict[str, Any]:
+def _idempotency(max_length: int, batch: bool, keys: bool) -> dict[str, Any]:
     becomes = (
         "`<key>.<index>` becomes the id of each event without its own `id`"
         if batch
@@ -84,16 +94,27 @@ def _idempotency(max_length: int, batch: bool) -> dict[str, Any]:
         "in": "header",
         "required": False,
         "description": f"Makes retries of this request produce the same webhook-ids: {becomes}. "
-        "Warren keeps no table of keys: a retried request is published again and receivers drop the "
-        "duplicate by webhook-id.",
+        + (
+            "This server remembers keys (`api.idempotency_store`): a retry with the same body gets the first "
+            "202 again (`Idempotent-Replayed: true`) without publishing; another body with the key is 422."
+            if keys
+            else "This server keeps no table of keys: a retried request is published again and receivers "
+            "drop the duplicate by webhook-id; another body with the same key is not detected."
+        ),
         "schema": {"type": "string", "pattern": r"^[A-Za-z0-9_\-.:]+$", "minLength": 1, "maxLength": max_length},
     }
 
 
 def openapi_document(
-    *, max_batch: int, max_body: int, max_payload: int, allowed_event_types: tuple[str, ...] | None
+    *,
+    max_batch: int,
+    max_body: int,
+    max_payload: int,
+    allowed_event_types: tuple[str, ...] | None,
+    idempotency_store: bool = False,
 ) -> dict[str, Any]:
-    """The document served at ``/openapi.json``."""
+    """The document served at ``/openapi.json``; ``idempotency_store`` says whether this server remembers keys."""
+    keys = idempotency_store
     _, defs = models_json_schema(_MODELS, ref_template=_REF)
     schemas: dict[str, Any] = defs["$defs"]
     schemas["BatchIn"]["properties"]["events"]["maxItems"] = max_batch
@@ -102,8 +123,19 @@ def openapi_document(
             " Allowed here: " + ", ".join(f"`{p}`" for p in allowed_event_types) + " (else 422)."
         )
     limits = f"Bodies up to {max_body} bytes; each webhook body up to {max_payload} bytes."
-    single_ok = _json("Accepted", "RabbitMQ confirmed the event: it is stored and will be delivered.")
-    batch_ok = _json("BatchAccepted", "RabbitMQ confirmed every event.")
+    replayed = (
+        {
+            "Idempotent-Replayed": {
+                "description": "`true` on a stored answer replayed for a retry.",
+                "schema": {"type": "string"},
+                "required": False,
+            }
+        }
+        if keys
+        else None
+    )
+    single_ok = _json("Accepted", "RabbitMQ confirmed the event: it is stored and will be delivered.", replayed)
+    batch_ok = _json("BatchAccepted", "RabbitMQ confirmed every event.", replayed)
     partial = _json(
         "BatchAccepted",
         "Some events are stored (`ids`), some are not (`failed`, with the reason). Retry only the failed ones, "
@@ -131,12 +163,12 @@ def openapi_document(
                     "operationId": "publishEvent",
                     "summary": "Publish one event",
                     "security": [{"bearer": []}],
-                    "parameters": [_idempotency(200, batch=False)],
+                    "parameters": [_idempotency(200, batch=False, keys=keys)],
                     "requestBody": {
                         "required": True,
                         "content": {"application/json": {"schema": {"$ref": _REF.format(model="EventIn")}}},
                     },
-                    "responses": {"202": single_ok, **_errors(batch=False)},
+                    "responses": {"202": single_ok, **_errors(batch=False, keys=keys)},
                 }
             },
             "/v1/events/batch": {
@@ -146,12 +178,12 @@ def openapi_document(
                     "description": "Validation is all-or-nothing (4xx: nothing is published); publishing is "
                     "per event: 202 all stored, 207 some stored, 409/503 none stored.",
                     "security": [{"bearer": []}],
-                    "parameters": [_idempotency(batch_key_max_length(max_batch), batch=True)],
+                    "parameters": [_idempotency(batch_key_max_length(max_batch), batch=True, keys=keys)],
                     "requestBody": {
                         "required": True,
                         "content": {"application/json": {"schema": {"$ref": _REF.format(model="BatchIn")}}},
                     },
-                    "responses": {"202": batch_ok, "207": partial, **_errors(batch=True)},
+                    "responses": {"202": batch_ok, "207": partial, **_errors(batch=True, keys=keys)},
                 }
             },
             "/healthz": {"get": {"operationId": "health", "summary": "Liveness", "responses": {"200": health}}},

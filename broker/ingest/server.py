@@ -10,8 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from aiohttp.http_exceptions import BadHttpMessage
-
+from warren.broker.connection_guard import ServerLimits
 from warren.broker.ingest.app import create_app
 from warren.broker.ingest.link import BrokerLink
 from warren.broker.serving import serve_app
@@ -20,17 +19,6 @@ from warren.topology.config import WarrenConfig
 __all__ = ["serve"]
 
 log = logging.getLogger("warren.api")
-
-
-class _NoClientGarbage(logging.Filter):
-    """Drop aiohttp's ERROR-with-traceback for malformed HTTP from a client: not our error, and a client
-    could fill the log with it. The client still gets aiohttp's 400."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.exc_info and isinstance(record.exc_info[1], BadHttpMessage))
-
-
-_CLIENT_GARBAGE = _NoClientGarbage()
 
 
 async def serve(
@@ -47,7 +35,6 @@ async def serve(
     host = host or config.api.host
     port = config.api.port if port is None else port
     stop = stop or asyncio.Event()
-    logging.getLogger("aiohttp.server").addFilter(_CLIENT_GARBAGE)  # the same object: adding twice is a no-op
     await serve_app(
         create_app(config, link),
         name="warren api",
@@ -58,4 +45,5 @@ async def serve(
         log=log,
         on_listening=on_listening,
         backlog=1024,
+        limits=ServerLimits(config.api.header_timeout, config.api.body_timeout, config.api.max_connections),
     )

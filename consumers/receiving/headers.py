@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["header"]
+__all__ = ["header", "undecodable"]
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -16,4 +16,18 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     for key, candidate in headers.items():
         if key.lower() == wanted:
             return candidate
+    return None
+
+
+def undecodable(headers: Mapping[str, str]) -> str | None:
+    """The name of the first header whose value is not valid UTF-8, or None.
+
+    aiohttp decodes header bytes with surrogateescape, so such a value is a ``str`` that cannot be encoded
+    again: refused up front, it never reaches a signature, an id or the AMQP headers of the stored event.
+    """
+    for key, value in headers.items():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return key
     return None

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.consumers.receiving.errors import IdentityError
 from warren.consumers.receiving.headers import header
 from warren.topology.config import InboundSource
@@ -67,6 +68,10 @@ def identify(source: InboundSource, headers: Mapping[str, str], body: bytes) -> 
                 document = orjson.loads(body)
             except orjson.JSONDecodeError:
                 raise IdentityError(f"the body is not JSON, so {what} ({path!r}) cannot be read") from None
+            duplicate = duplicate_key(body, document)
+            if duplicate is not None:
+                # Which copy is the id depends on the parser: refuse rather than guess.
+                raise IdentityError(f"the body has a {DUPLICATE_KEY.format(duplicate)}, so {what} is ambiguous")
         try:
             return field_at(document, path)
         except KeyError:

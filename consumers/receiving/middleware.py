@@ -11,6 +11,7 @@ Bodies over ``max_body`` get ``413`` before being read when the client declared 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +20,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from warren.consumers.receiving.errors import VerificationError
+from warren.consumers.receiving.headers import undecodable
 from warren.consumers.receiving.verifiers import Verifier
 from warren.topology.errors import WarrenError
 
@@ -44,25 +46,44 @@ class BodyTooLarge(WarrenError):
         self.limit = limit
 
 
-async def read_body(request: web.Request, max_body: int) -> bytes:
-    """The raw body, refusing declared or actual sizes over ``max_body``."""
+class BodyTimeout(WarrenError):
+    """A request body that did not arrive within its read timeout (answered 408)."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"the body did not arrive within {timeout:g}s")
+
+
+async def read_body(request: web.Request, max_body: int, timeout: float | None = None) -> bytes:
+    """The raw body, refusing declared or actual sizes over ``max_body``, and a body slower than ``timeout``."""
     if request.content_length is not None and request.content_length > max_body:
         raise BodyTooLarge(max_body)
     try:
-        body = await request.read()
+        async with asyncio.timeout(timeout):
+            body = await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise BodyTooLarge(max_body) from None
+    except TimeoutError:
+        raise BodyTimeout(timeout or 0) from None
     if len(body) > max_body:
         raise BodyTooLarge(max_body)
     return body
 
 
-async def _verify(request: web.Request, verifier: Verifier, max_body: int) -> bytes | web.Response:
+async def _verify(
+    request: web.Request, verifier: Verifier, max_body: int, body_timeout: float | None = None
+) -> bytes | web.Response:
     try:
-        body = await read_body(request, max_body)
+        body = await read_body(request, max_body, body_timeout)
     except BodyTooLarge as exc:
         return error_response(413, "payload_too_large", str(exc))
+    except BodyTimeout as exc:
+        response = error_response(408, "request_timeout", str(exc))
+        response.force_close()
+        return response
     try:
+        bad = undecodable(request.headers)
+        if bad is not None:
+            raise VerificationError("malformed_header", f"header {bad} is not valid UTF-8")
         verifier.verify(request.headers, body)
     except VerificationError as exc:
         # Logged without headers or body: they may hold what an attacker wants echoed back.
@@ -84,11 +105,16 @@ def verification_middleware(verifier: Verifier, *, max_body: int = DEFAULT_MAX_B
     return verify_request
 
 
-def verified_handler(verifier: Verifier, handler: BodyHandler, *, max_body: int = DEFAULT_MAX_BODY) -> Handler:
-    """A route handler that verifies first, then calls ``handler(request, body)`` with the verified body."""
+def verified_handler(
+    verifier: Verifier, handler: BodyHandler, *, max_body: int = DEFAULT_MAX_BODY, body_timeout: float | None = None
+) -> Handler:
+    """A route handler that verifies first, then calls ``handler(request, body)`` with the verified body.
+
+    ``body_timeout`` (seconds) bounds how long the body may take to arrive: 408 after it.
+    """
 
     async def verified(request: web.Request) -> web.StreamResponse:
-        outcome = await _verify(request, verifier, max_body)
+        outcome = await _verify(request, verifier, max_body, body_timeout)
         if isinstance(outcome, web.Response):
             return outcome
         return await handler(request, outcome)

@@ -81,7 +81,7 @@ def _accept(config: WarrenConfig, source: InboundSource, verifier: Verifier) -> 
         log.debug("inbound %s: accepted event %s", source.name, identity.id)
         return web.json_response({"id": identity.id, "status": "accepted"}, status=202)
 
-    return verified_handler(verifier, accept, max_body=source.max_body)
+    return verified_handler(verifier, accept, max_body=source.max_body, body_timeout=settings.body_timeout)
 
 
 async def _healthz(_: web.Request) -> web.Response:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from warren.broker.connection_guard import ServerLimits
 from warren.broker.serving import serve_app, stop_on_signals
 from warren.consumers.receiving.inbox import Inbox
 from warren.consumers.receiving.receiver import build_receiver_app
@@ -39,6 +40,9 @@ async def serve_receiver(
         grace=grace,
         log=log,
         on_listening=on_listening,
+        limits=ServerLimits(
+            config.receiver.header_timeout, config.receiver.body_timeout, config.receiver.max_connections
+        ),
     )
 
 

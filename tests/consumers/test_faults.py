@@ -9,6 +9,7 @@ import random
 import time
 from collections import defaultdict
 from pathlib import Path
+from urllib.parse import quote
 
 import orjson
 import pytest
@@ -17,6 +18,7 @@ from tests.support.processes import WorkerProcess, write_config
 from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, Reply, always
 from warren.broker.events import Event
+from warren.broker.management import ManagementClient
 from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(90)
@@ -170,3 +172,43 @@ async def test_stopping_while_a_partition_holds_a_message_keeps_its_order(
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 5, 15)
     # Then the held message went back to the head of its partition (not the back): order is intact
     assert [r.json["sequence"] for r in receiver.received if r.status == 200] == [0, 1, 2, 3, 4]
+
+
+async def test_a_worker_process_on_uvloop_comes_back_when_rabbitmq_closes_its_connections(
+    endpoint_config, receiver: Receiver, publish, tmp_path: Path, management: ManagementClient, vhost: str
+) -> None:
+    # Given a worker process (on uvloop, as `warren worker` runs) delivering 400 events, 8 at a time, 50 ms each
+    receiver.behaviour = always(200, delay=0.05)
+    config = await endpoint_config([{"name": "forced", "concurrency": 8}])
+    path = write_config(tmp_path, config)
+    events = [Event(type="x.y", data={"i": i}) for i in range(400)]
+    worker = await WorkerProcess(path).start()
+    try:
+        await worker.wait_ready()
+        assert "event loop uvloop" in worker.log_text()
+        connections = await _vhost_connections(management, vhost)  # the worker's, listed before we publish
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.received) >= 100, 20)
+        # When RabbitMQ closes the worker's connections mid-run (what a node shutting down does, minus the restart)
+        for connection in connections:
+            await management.request("DELETE", f"connections/{quote(str(connection['name']), safe='')}", allow_404=True)
+        assert len(receiver.ok_ids()) < 400
+        # Then the worker reconnects and every event is delivered
+        await receiver.wait_for(lambda r: len(r.ok_ids()) >= 400, 40)
+    finally:
+        await worker.cleanup()
+    assert receiver.ok_ids() == {e.id for e in events}
+    assert "CONNECTION_FORCED" in worker.log_text()
+
+
+async def _vhost_connections(management: ManagementClient, vhost: str) -> list[dict[str, object]]:
+    """The vhost's connections, once the management API lists them (its statistics lag a few seconds)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        connections: list[dict[str, object]] = await management.request(
+            "GET", f"vhosts/{quote(vhost, safe='')}/connections"
+        )
+        if connections:
+            return connections
+        await asyncio.sleep(0.2)
+    raise AssertionError("the management API listed no connection in 15s")

@@ -66,6 +66,7 @@ def test_parse_delivery_reads_bookkeeping_and_replay_resets_it() -> None:
         (b'{"id": "e1"}', None, "lacks"),
         (BODY, "other", "differs"),
         (BODY + b" " * 20_000, None, "max_payload"),
+        (BODY[:-1] + b', "type": "other.type"}', None, "duplicate key 'type'"),
     ],
 )
 def test_malformed_messages(body: bytes, message_id: str | None, reason: str) -> None:

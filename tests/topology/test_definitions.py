@@ -30,7 +30,9 @@ ENDPOINTS: list[dict[str, Any]] = [
 
 def test_the_document_has_the_definitions_shape() -> None:
     # Given a plan
-    config = WarrenConfig(endpoints=[{**e, "secret": SECRET} for e in ENDPOINTS])
+    config = WarrenConfig(
+        delivery={"allow_private_networks": True}, endpoints=[{**e, "secret": SECRET} for e in ENDPOINTS]
+    )
     plan = plan_topology(config)
     # When it is exported for vhost "prod"
     document = definitions(plan, "prod")

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from warren.topology.config import ConfigError, InboundSource, InboxSettings, WarrenConfig, load_config
 
 WH_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+LONG = "sixteen-bytes-or-more"
 
 
 def source(**fields: Any) -> InboundSource:
@@ -45,14 +46,34 @@ def test_standard_webhooks_secrets_must_be_whsec() -> None:
     assert "whsec_" in problem(verifier="standard-webhooks", secret="plain-text")
 
 
+@pytest.mark.parametrize("verifier", ["hmac-sha256", "token"])
+@pytest.mark.parametrize(
+    "secret", ["a", " ", "fifteen-bytes!!", " " * 20, "\t\n" * 10, ["a-good-long-secret-0123", "short"]]
+)
+def test_inbound_secrets_need_16_bytes_and_not_only_whitespace(verifier: str, secret: str | list[str]) -> None:
+    # Given an hmac or token source with a guessable secret; When it is validated; Then it is refused, clearly
+    text = problem(verifier=verifier, secret=secret, header="X-Sig", id_header="X-Id")
+    assert "at least 16 bytes" in text or "whitespace" in text
+
+
+def test_a_16_byte_inbound_secret_is_accepted() -> None:
+    assert source(verifier="token", secret="é" * 8, header="X-T", id_header="X-Id").secret is not None
+
+
+@pytest.mark.parametrize("token", [" " * 20, "\t" * 16])
+def test_api_tokens_cannot_be_whitespace_only(token: str) -> None:
+    with pytest.raises(ValidationError, match="whitespace"):
+        WarrenConfig(api={"tokens": [token]})
+
+
 def test_hmac_and_token_need_their_header() -> None:
-    assert "header" in problem(verifier="hmac-sha256", secret="s", id_header="X-Id")
-    assert "header" in problem(verifier="token", secret="s", id_header="X-Id")
+    assert "header" in problem(verifier="hmac-sha256", secret=LONG, id_header="X-Id")
+    assert "header" in problem(verifier="token", secret=LONG, id_header="X-Id")
 
 
 def test_the_event_id_must_come_from_somewhere_and_only_one_place() -> None:
-    assert "id_header or id_field" in problem(verifier="token", secret="s", header="X-T")
-    assert "not both" in problem(verifier="token", secret="s", header="X-T", id_header="X-Id", id_field="id")
+    assert "id_header or id_field" in problem(verifier="token", secret=LONG, header="X-T")
+    assert "not both" in problem(verifier="token", secret=LONG, header="X-T", id_header="X-Id", id_field="id")
 
 
 def test_handler_and_path_shapes() -> None:
@@ -62,11 +83,11 @@ def test_handler_and_path_shapes() -> None:
 
 
 def test_secrets_are_hidden_and_resolved_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TG_TOKEN", "the-token-value")
-    s = source(verifier="token", secret=["env:TG_TOKEN", "literal"], header="X-T", id_field="update_id")
+    monkeypatch.setenv("TG_TOKEN", "the-token-value-0123")
+    s = source(verifier="token", secret=["env:TG_TOKEN", "literal-secret-0123"], header="X-T", id_field="update_id")
     assert s.secret is not None
-    assert [x.get_secret_value() for x in s.secret] == ["the-token-value", "literal"]
-    assert "the-token-value" not in repr(s) and "literal" not in repr(s)
+    assert [x.get_secret_value() for x in s.secret] == ["the-token-value-0123", "literal-secret-0123"]
+    assert "the-token-value-0123" not in repr(s) and "literal-secret-0123" not in repr(s)
 
 
 def test_a_missing_environment_variable_is_named() -> None:
@@ -106,7 +127,7 @@ port = 9000
 [[inbound]]
 name = "github"
 verifier = "hmac-sha256"
-secret = "gh-secret"
+secret = "gh-secret-0123456789"
 header = "X-Hub-Signature-256"
 signature_prefix = "sha256="
 id_header = "X-GitHub-Delivery"

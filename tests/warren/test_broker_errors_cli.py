@@ -36,7 +36,7 @@ NO_BROKER = "amqp://guest:guest@127.0.0.1:1/"
 # What the one line says: the missing vhost and what to do about it; or that nobody answered.
 EXPECTED = {
     MISSING_VHOST: ("refused to open vhost 'no-such-vhost'", "rabbitmqctl add_vhost no-such-vhost"),
-    NO_BROKER: ("error: cannot connect to RabbitMQ at amqp://guest:***@127.0.0.1:1/",),
+    NO_BROKER: ("error: cannot connect to RabbitMQ at amqp://***@127.0.0.1:1/",),
 }
 
 

@@ -103,3 +103,18 @@ async def test_errors_are_one_line_with_the_right_exit_code(
     )
     code, _, err = await warren("endpoint", "list", "-c", str(write_config(tmp_path, unreachable, "down.toml")))
     assert code == 1 and "cannot connect to RabbitMQ" in err and "Traceback" not in err
+
+
+async def test_show_hides_credentials_in_the_url(
+    make_config: Callable[..., WarrenConfig], receiver: Receiver, tmp_path: Path
+) -> None:
+    # Given an endpoint whose URL carries a user and password, and a token in its query
+    url = receiver.url.replace("http://", "http://hook-user:pa55word@") + "/in?token=s3cret&v=2"
+    config = make_config([{"name": "acme", "url": url, "events": ["#"]}])
+    await declare(config)
+    # When an operator shows it
+    code, out, err = await warren("endpoint", "show", "acme", "-c", str(write_config(tmp_path, config)))
+    # Then the URL is there with neither credential
+    assert code == 0, err
+    assert "***@127.0.0.1" in out and "token=***" in out
+    assert "pa55word" not in out and "hook-user" not in out and "s3cret" not in out

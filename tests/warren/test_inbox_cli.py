@@ -73,7 +73,8 @@ handler = "{handler}"
 def one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
     assert result.returncode == code, result.stderr
     assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
+    # A command that got as far as its event loop has logged which loop it runs on; the error is the one other line.
+    lines = [line for line in result.stderr.strip().splitlines() if " INFO warren.loop: " not in line]
     assert len(lines) == 1, result.stderr
     return lines[0]
 

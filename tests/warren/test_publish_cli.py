@@ -150,6 +150,17 @@ async def test_a_live_pipe_publishes_each_line_as_it_arrives(configured) -> None
         await connection.close()
 
 
+async def test_data_with_a_duplicate_key_is_refused(configured) -> None:  # type: ignore[no-untyped-def]
+    # Given --data whose object repeats a key (a proxy may read the first copy, orjson keeps the last)
+    config, path = configured
+    code, _, err = await warren(
+        "publish", "--config", str(path), "--type", "order.paid", "--data", '{"amount": 5, "amount": 500}'
+    )
+    # Then it is a usage error naming the key, and nothing is published
+    assert code == 2 and "duplicate key 'amount'" in err
+    assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []
+
+
 async def test_an_id_with_a_trailing_newline_is_refused(configured) -> None:  # type: ignore[no-untyped-def]
     # Given `warren publish --id $'x\n'` (a trailing newline passed an id pattern applied with re.match)
     config, path = configured

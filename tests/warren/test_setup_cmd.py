@@ -30,6 +30,9 @@ prefix = "{prefix}"
 base = "100ms"
 cap = "1s"
 
+[delivery]
+allow_private_networks = true
+
 [[endpoints]]
 name = "acme"
 url = "http://127.0.0.1:9/acme"

@@ -24,7 +24,7 @@ def api(
         fail("api.tokens is empty: configure at least one bearer token (literal or 'env:NAME')", EXIT_USAGE)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run(serve(cfg, host=host, port=port))
+        run(serve(cfg, host=host, port=port), service=True)
     except OSError as exc:
         # Typically the port is taken or the address is not local: a one-line message, not a traceback.
         fail(f"cannot listen on {host or cfg.api.host}:{cfg.api.port if port is None else port}: {exc.strerror or exc}")

@@ -19,6 +19,7 @@ from warren.consumers.health.admin import change_admin, open_connection, read_vi
 from warren.consumers.health.operator_events import iso
 from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
 from warren.topology.config import WarrenConfig
+from warren.topology.redact import redact_url
 
 __all__ = ["register"]
 
@@ -136,7 +137,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
         typer.echo(json.dumps(data, indent=2))
         return
     state, reason, since = summary(view, now)
-    say(f"[bold]{escape(name)}[/] · {escape(endpoint.url)}")
+    say(f"[bold]{escape(name)}[/] · {escape(redact_url(endpoint.url))}")
     say(f"  state     {state}" + (f" since {iso(since)} ({_ago(since, now)})" if since else ""))
     if reason:
         say(f"  reason    {escape(reason)}")

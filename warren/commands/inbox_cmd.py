@@ -40,7 +40,7 @@ def receive(
             console.print(f"  POST {source.route}  ({source.name}, verifier {source.verifier})", highlight=False)
 
     try:
-        run(serve_receiver(cfg, host=host, port=port, on_listening=listening))
+        run(serve_receiver(cfg, host=host, port=port, on_listening=listening), service=True)
     except OSError as exc:
         fail(f"cannot listen on {host or cfg.receiver.host}:{cfg.receiver.port if port is None else port}: {exc}")
 
@@ -69,7 +69,7 @@ def inbox(
     def started(_: object) -> None:
         console.print(f"warren inbox consuming {', '.join(chosen or [s.name for s in cfg.inbound])}", highlight=False)
 
-    run(run_inbox(cfg, sources=chosen, on_started=started))
+    run(run_inbox(cfg, sources=chosen, on_started=started), service=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fie
 from warren.broker.events import Event
 from warren.broker.line_stream import stream_lines
 from warren.broker.publisher import Publisher
+from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import EventError, PublishError
@@ -105,6 +106,9 @@ def publish(
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         fail(f"--data is not JSON: {exc}", EXIT_USAGE)
+    duplicate = duplicate_key(data, parsed)
+    if duplicate is not None:
+        fail("--data: " + DUPLICATE_KEY.format(duplicate), EXIT_USAGE)
     try:
         fields = {"type": event_type, "data": parsed, "id": event_id, "key": key, "sequence": sequence}
         event = event_from_fields(fields)

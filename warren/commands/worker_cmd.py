@@ -33,7 +33,7 @@ def worker(
         instance = Worker(cfg, names)
     except WarrenError as exc:
         fail(str(exc), EXIT_USAGE)
-    run(instance.run())
+    run(instance.run(), service=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 from decimal import Decimal
 
 import orjson
 import pytest
+from rich.console import Console
 
 from warren.broker import wire
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
 from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import shovel_definition, shovel_name
+from warren.commands.dlq_render import letter_detail, letters_table
 
 HEADERS = {
     wire.H_KEY: "acct-1",
@@ -128,3 +131,18 @@ def test_a_letter_rabbitmq_dead_lettered_shows_rabbitmqs_reason_and_time() -> No
     # And Warren's own reason, when there is one, wins
     own = dead_letter_from(0, b"{}", {**headers, wire.H_DEAD_REASON: "exhausted"}, "e1", "t")
     assert own.dead_reason == "exhausted"
+
+
+def test_an_old_letter_shows_no_credentials_from_a_url() -> None:
+    # Given a letter written before URLs were redacted at the source, with a token in its error texts
+    error = "ClientResponseError: 400, url='http://h.example/x?token=s3cret'"
+    history = orjson.dumps([{"attempt": 1, "error": "invalid URL http://u:pa55@h.example/"}])
+    headers = {wire.H_LAST_ERROR: error, wire.H_DEAD_REASON: error, wire.H_HISTORY: history}
+    letter = dead_letter_from(0, b'{"id": "e", "type": "t"}', headers, "e", "t")
+    # Then what `warren dlq list/show` print (tables and JSON) has neither secret
+    console = Console(record=True, width=300, file=io.StringIO())
+    console.print(letter_detail(letter, 1, 1))
+    console.print(letters_table([letter], "dlq"))
+    shown = orjson.dumps(letter.whole()).decode() + console.export_text()
+    assert "token=***" in shown
+    assert "s3cret" not in shown and "pa55" not in shown

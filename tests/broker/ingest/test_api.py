@@ -81,6 +81,23 @@ async def test_401_without_a_valid_bearer_token(api: ApiServer, token: str | Non
     assert reply.headers["WWW-Authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "key"),
+    [
+        ("/v1/events", b'{"type": "order.created", "data": {}, "type": "order.paid"}', "type"),
+        ("/v1/events", b'{"type": "order.created", "data": {"a": 1, "a": 2}}', "a"),
+        ("/v1/events/batch", b'{"events": [{"type": "order.paid", "data": 1, "data": 2}]}', "data"),
+        ("/v1/events/batch", b'{"events": [], "events": [{"type": "order.paid", "data": 1}]}', "events"),
+    ],
+)
+async def test_400_for_a_duplicate_key(api: ApiServer, path: str, body: bytes, key: str) -> None:
+    # Given JSON that a proxy and Warren could read differently (last one wins here, the first one elsewhere)
+    reply = await api.post(path, data=body, headers={"Content-Type": "application/json"})
+    # Then it is refused as malformed (before anything is published), naming the key
+    assert reply.status == 400 and reply.error == "malformed_json", reply.body
+    assert f"duplicate key {key!r}" in reply.body["message"]
+
+
 async def test_400_for_malformed_json(api: ApiServer) -> None:
     reply = await api.post(
         "/v1/events", data=b'{"type": "order.created", "data": ', headers={"Content-Type": "application/json"}

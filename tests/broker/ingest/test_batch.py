@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -9,6 +11,8 @@ import orjson
 import pytest
 
 from tests.broker.ingest.conftest import ApiServer, work_queue
+from warren.broker.ingest import body as body_module
+from warren.broker.ingest.schemas import BatchIn
 from warren.broker.management import ManagementClient
 from warren.topology.config import WarrenConfig
 
@@ -85,6 +89,30 @@ async def test_more_than_max_batch_is_422_on_events(api: ApiServer) -> None:
     reply = await api.post("/v1/events/batch", {"events": [order(i) for i in range(6)]})
     assert reply.status == 422 and reply.body["fields"][0]["field"] == "events"
     assert "at most 5" in reply.body["message"]
+
+
+async def test_a_huge_batch_of_tiny_events_is_refused_before_it_is_parsed(
+    api_config: Callable[..., WarrenConfig], start_api: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the API with its default limits (500 events, 4 MiB), and a watch on the full parse
+    api = await start_api(api_config())
+    parsed: list[int] = []
+    real = BatchIn.model_validate_json
+    monkeypatch.setattr(BatchIn, "model_validate_json", lambda raw, **kw: parsed.append(len(raw)) or real(raw, **kw))
+    monkeypatch.setattr(body_module, "duplicate_key", lambda *a: parsed.append(-1))
+    body = b'{"events": [' + b",".join([b'{"type":"a","data":1}'] * 190_000) + b"]}"
+    assert len(body) < api.config.api.max_body
+    # When 190,000 tiny events (4 MiB) are posted at once
+    started = time.perf_counter()
+    # (a stream: aiohttp warns that a large bytes body blocks the loop while it is copied)
+    stream = io.BytesIO(body)
+    reply = await api.post("/v1/events/batch", data=stream, headers={"Content-Type": "application/json"})
+    elapsed = time.perf_counter() - started
+    # Then the answer is the usual 422 on events, and neither the full parse nor the duplicate check ran
+    assert reply.status == 422 and reply.body["fields"][0]["field"] == "events", reply.body
+    assert "at most 500" in reply.body["message"]
+    assert parsed == []
+    assert elapsed < 2.0  # loose: the refusal reads the body and counts 501 events (about 20 ms here)
 
 
 async def test_empty_batch_is_422(api: ApiServer) -> None:

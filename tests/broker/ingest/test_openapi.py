@@ -35,17 +35,22 @@ def test_document_carries_the_configured_limits() -> None:
     batch = doc["paths"]["/v1/events/batch"]["post"]
     [key] = batch["parameters"]
     assert key["name"] == "Idempotency-Key" and key["schema"]["maxLength"] == 200 - len(".49")
-    assert set(batch["responses"]) == {"202", "207", "400", "401", "409", "413", "415", "422", "503"}
+    assert set(batch["responses"]) == {"202", "207", "400", "401", "408", "409", "413", "415", "422", "503"}
     assert batch["responses"]["503"]["headers"]["Retry-After"]["required"] is True
 
 
+@pytest.mark.parametrize("with_store", [False, True], ids=["no-key-store", "sqlite-key-store"])
 async def test_schemathesis_finds_no_difference_between_document_and_server(
-    api_config: Callable[..., WarrenConfig], start_api: Start, tmp_path: Path
+    api_config: Callable[..., WarrenConfig], start_api: Start, tmp_path: Path, with_store: bool
 ) -> None:
-    # Given the API running against a real RabbitMQ (routable types give 202, others 409)
+    # Given the API running against a real RabbitMQ (routable types give 202, others 409), with and without
+    # an idempotency store (whose replays, conflicts and in-progress answers the document must list too)
+    api_settings: dict[str, object] = {"max_batch": 20}
+    if with_store:
+        api_settings["idempotency_store"] = f"sqlite:///{tmp_path / 'keys.sqlite3'}"
     api = await start_api(
         api_config(
-            api={"max_batch": 20}, endpoints=[{"name": "all", "url": "http://127.0.0.1:9/hook", "events": ["#.a", "*"]}]
+            api=api_settings, endpoints=[{"name": "all", "url": "http://127.0.0.1:9/hook", "events": ["#.a", "*"]}]
         )
     )
     # When schemathesis generates valid and invalid requests from /openapi.json, a few per operation
@@ -57,6 +62,9 @@ async def test_schemathesis_finds_no_difference_between_document_and_server(
         f"Authorization: Bearer {TOKEN}",
         "--checks",
         "all",
+        # With a key store, a schema-valid request is rightly refused (422) when schemathesis reuses a key
+        # with another body: that answer depends on history, not on the schema, so that one check is off.
+        *(["--exclude-checks", "positive_data_acceptance"] if with_store else []),
         "--max-examples",
         "8",
         "--seed",

@@ -18,9 +18,11 @@ from warren.broker.ingest.accept import (
     event_ids,
 )
 from warren.broker.ingest.auth import bearer_token, check_authorization, encode_tokens, token_matches
+from warren.broker.ingest.batch_count import events_over
 from warren.broker.ingest.body import field_path
 from warren.broker.ingest.errors import ApiError
 from warren.broker.ingest.eventtypes import TypeFilter
+from warren.broker.ingest.idempotency.base import Decision, Row, decide, fingerprint
 from warren.broker.ingest.schemas import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, EventIn
 
 TOKENS = encode_tokens([SecretStr("a" * 20), SecretStr("b" * 24)])
@@ -193,3 +195,46 @@ def test_the_measured_size_is_the_size_of_the_published_body() -> None:
     item = EventIn(type="order.created", data={"x": "é" * 100, "n": [1, 2.5, None]}, key="k", sequence=1)
     [event] = build_events([item], ["id1"], limits(), batch=False)
     assert len(orjson.dumps(event.envelope())) == len(events.encode_event(event).body)
+
+
+def test_counting_a_batch_stops_at_the_first_event_over_the_limit() -> None:
+    # Given 3 well-formed events and then garbage: a walk that went on would fail on it, not answer True
+    body = b'{"events": [' + b",".join([b'{"type": "a", "data": {"x": {}}}'] * 3) + b", {nonsense"
+    assert events_over(body, 2) is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"events": [{"type": "a", "data": {"x": {}}}, {"type": "a", "data": {"y": {}}}]}',  # 2, many braces
+        b'{"other": {"a": {}}, "events": [{}, {}]}',
+        b"[{}, {}, {}, {}, {}]",  # not the shape: the full parse explains
+        b'{"events": [{} oops, {}, {}, {}]}',
+    ],
+)
+def test_counting_a_batch_at_or_under_the_limit_or_of_another_shape(body: bytes) -> None:
+    assert events_over(body, 2) is False
+
+
+@pytest.mark.parametrize(
+    ("row", "print_", "decision"),
+    [
+        (None, "a", Decision.CLAIM),
+        (Row("a", "done", 202, b"{}", 10.0, 50.0), "a", Decision.REPLAY),
+        (Row("a", "done", 202, b"{}", 10.0, 50.0), "b", Decision.CONFLICT),
+        (Row("a", "open", None, None, 10.0, 50.0), "b", Decision.CONFLICT),  # bound to its body even unanswered
+        (Row("a", "open", None, None, 10.0, 50.0), "a", Decision.CLAIM),  # a 503 before: try again
+        (Row("a", "busy", None, None, 25.0, 50.0), "a", Decision.BUSY),
+        (Row("a", "busy", None, None, 15.0, 50.0), "a", Decision.CLAIM),  # claimed by a request that died
+        (Row("b", "done", 202, b"{}", 10.0, 30.0), "a", Decision.CLAIM),  # expired: forgotten
+    ],
+)
+def test_idempotency_decision(row: Row | None, print_: str, decision: Decision) -> None:
+    # now = 30, claims older than 20 are stale
+    assert decide(row, print_, 30.0, 20.0).decision is decision
+
+
+def test_the_fingerprint_binds_method_path_and_body() -> None:
+    base = fingerprint("POST", "/v1/events", b"{}")
+    assert base == fingerprint("POST", "/v1/events", b"{}")
+    assert len({base, fingerprint("POST", "/v1/events/batch", b"{}"), fingerprint("POST", "/v1/events", b"{ }")}) == 3

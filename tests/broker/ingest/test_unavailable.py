@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -48,6 +49,23 @@ async def test_unreachable_broker_gives_503_with_retry_after(
     assert (await api.request("GET", "/healthz", token=None)).status == 200
     ready = await api.request("GET", "/readyz", token=None)
     assert ready.status == 503 and "not connected" in ready.body["reason"]
+
+
+async def test_readyz_names_no_broker_detail_but_the_log_does(
+    api_config: Callable[..., WarrenConfig], start_api: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given an API whose broker (user, host, port, vhost in its URL) cannot be reached
+    port = closed_port()
+    config = api_config(broker={"url": f"amqp://someuser:somepass@127.0.0.1:{port}/secret-vhost"})
+    api = await start_api(config, declared=False, connected=False)
+    caplog.set_level(logging.INFO, logger="warren.api")
+    # When the unauthenticated readiness probe is asked
+    ready = await api.request("GET", "/readyz", token=None)
+    # Then it says only that RabbitMQ is not connected: no user, host, port or vhost
+    assert ready.status == 503 and ready.body == {"status": "not ready", "reason": "not connected to RabbitMQ"}
+    # And the details are in the log, for the operator
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert f"127.0.0.1:{port}" in logged and "secret-vhost" in logged and "somepass" not in logged
 
 
 async def test_lost_connection_gives_503_then_recovers(

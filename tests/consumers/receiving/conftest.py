@@ -5,29 +5,16 @@ Each PostgreSQL store gets a schema of its own, created for the test and dropped
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from tests.support.postgres import fresh_schema_name, postgres_dsn
+from tests.support.postgres import fresh_schema_name, postgres_or_skip
 from warren.consumers.receiving.stores.base import Store
 from warren.consumers.receiving.stores.postgres import PostgresStore
 from warren.consumers.receiving.stores.sqlite import SqliteStore
-
-
-async def _postgres_or_skip() -> str:
-    dsn = postgres_dsn()
-    try:
-        connection = await asyncpg.connect(dsn, timeout=5)
-    except (OSError, asyncpg.PostgresError) as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"no PostgreSQL at {dsn}: {exc}")
-        pytest.skip(f"no PostgreSQL at {dsn}: {exc}")
-    await connection.close()
-    return dsn
 
 
 async def _drop_schema(dsn: str, schema: str) -> None:
@@ -48,7 +35,7 @@ async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture
 async def pg_store() -> AsyncIterator[PostgresStore]:
-    dsn = await _postgres_or_skip()
+    dsn = await postgres_or_skip()
     schema = fresh_schema_name()
     store = PostgresStore(dsn, schema=schema, max_size=8)
     try:
@@ -68,7 +55,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield sqlite
         await sqlite.close()
         return
-    dsn = await _postgres_or_skip()
+    dsn = await postgres_or_skip()
     schema = fresh_schema_name()
     postgres = PostgresStore(dsn, schema=schema, max_size=8)
     try:

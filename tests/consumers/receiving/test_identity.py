@@ -78,3 +78,10 @@ def test_field_at_walks_objects_and_lists() -> None:
     assert field_at(document, "a.b.1.c") == 2
     with pytest.raises(KeyError):
         field_at(document, "a.b.5.c")
+
+
+def test_a_body_with_a_duplicate_key_has_no_identity() -> None:
+    # {"update_id": 1, "update_id": 2}: which one is the id depends on the parser; refuse instead of guessing
+    s = source(id_field="update_id")
+    with pytest.raises(IdentityError, match="duplicate key 'update_id'"):
+        identify(s, {}, b'{"update_id": 1, "update_id": 2}')

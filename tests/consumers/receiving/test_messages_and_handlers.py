@@ -71,11 +71,3 @@ def test_load_handler() -> None:
         load_handler("tests.support.inbox_handlers:CALLS")
     with pytest.raises(HandlerError, match="not 'module:function'"):
         load_handler("justamodule")
-
-
-def test_the_package_exports_what_it_lists() -> None:
-    import warren.consumers.receiving as package
-
-    assert sorted(package.__all__) == package.__all__
-    for name in package.__all__:
-        assert getattr(package, name) is not None

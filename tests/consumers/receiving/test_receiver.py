@@ -39,7 +39,7 @@ SOURCES: list[dict[str, Any]] = [
     {
         "name": "github",
         "verifier": "hmac-sha256",
-        "secret": "gh-secret",
+        "secret": "gh-secret-0123456789",
         "header": "X-Hub-Signature-256",
         "signature_prefix": "sha256=",
         "id_header": "X-GitHub-Delivery",
@@ -47,7 +47,7 @@ SOURCES: list[dict[str, Any]] = [
     {
         "name": "shopify",
         "verifier": "hmac-sha256",
-        "secret": "shop-secret",
+        "secret": "shop-secret-0123456789",
         "header": "X-Shopify-Hmac-Sha256",
         "encoding": "base64",
         "id_header": "X-Shopify-Webhook-Id",
@@ -56,7 +56,7 @@ SOURCES: list[dict[str, Any]] = [
     {
         "name": "telegram",
         "verifier": "token",
-        "secret": "tg-token",
+        "secret": "tg-token-0123456789ab",
         "header": "X-Telegram-Bot-Api-Secret-Token",
         "id_field": "update_id",
         "path": "/telegram/webhook",
@@ -157,7 +157,7 @@ async def test_standard_webhooks_rejections(client: Client, headers: dict[str, s
 
 async def test_github_shape(client: Client, connection: AbstractRobustConnection, config: WarrenConfig) -> None:
     body = b'{"action": "opened"}'
-    good = {"X-Hub-Signature-256": "sha256=" + hmac_of("gh-secret", body).hex(), "X-GitHub-Delivery": "gh-1"}
+    good = {"X-Hub-Signature-256": "sha256=" + hmac_of("gh-secret-0123456789", body).hex(), "X-GitHub-Delivery": "gh-1"}
     assert (await client.post("/in/github", data=body, headers=good)).status == 202
     message = await take(connection, names.inbound_queue(config.broker.prefix, "github"))
     assert message is not None and message.message_id == "gh-1"
@@ -173,7 +173,7 @@ async def test_github_shape(client: Client, connection: AbstractRobustConnection
 async def test_shopify_shape_and_its_body_limit(client: Client) -> None:
     body = b'{"id": 820982911946154508}'
     good = {
-        "X-Shopify-Hmac-Sha256": base64.b64encode(hmac_of("shop-secret", body)).decode(),
+        "X-Shopify-Hmac-Sha256": base64.b64encode(hmac_of("shop-secret-0123456789", body)).decode(),
         "X-Shopify-Webhook-Id": "s1",
     }
     assert (await client.post("/in/shopify", data=body, headers=good)).status == 202
@@ -189,7 +189,7 @@ async def test_telegram_shape_never_stores_the_token(
 ) -> None:
     body = b'{"update_id": 10000, "message": {"text": "hi"}}'
     response = await client.post(
-        "/telegram/webhook", data=body, headers={"X-Telegram-Bot-Api-Secret-Token": "tg-token"}
+        "/telegram/webhook", data=body, headers={"X-Telegram-Bot-Api-Secret-Token": "tg-token-0123456789ab"}
     )
     assert response.status == 202
     message = await take(connection, names.inbound_queue(config.broker.prefix, "telegram"))

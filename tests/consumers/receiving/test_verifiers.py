@@ -117,17 +117,22 @@ def test_verifier_for_each_configured_kind() -> None:
     gh = verifier_for(
         source(
             verifier="hmac-sha256",
-            secret="gh-secret",
+            secret="gh-secret-0123456789",
             header="X-Hub-Signature-256",
             signature_prefix="sha256=",
             id_header="X-GitHub-Delivery",
         )
     )
-    gh.verify({"X-Hub-Signature-256": "sha256=" + digest("gh-secret").hex()}, BODY)
+    gh.verify({"X-Hub-Signature-256": "sha256=" + digest("gh-secret-0123456789").hex()}, BODY)
     tg = verifier_for(
-        source(verifier="token", secret=["old-token", "new-token"], header="X-Token", id_field="update_id")
+        source(
+            verifier="token",
+            secret=["old-token-0123456789", "new-token-0123456789"],
+            header="X-Token",
+            id_field="update_id",
+        )
     )
-    tg.verify({"X-Token": "new-token"}, b"{}")
+    tg.verify({"X-Token": "new-token-0123456789"}, b"{}")
     assert verifier_for(source(verifier="none", id_field="id")).kind == "none"
     now = int(time.time())
     sw = verifier_for(source(verifier="standard-webhooks", secret=WH_SECRET, tolerance="1m"))
@@ -143,7 +148,7 @@ def test_verifier_for_each_configured_kind() -> None:
 
 
 def test_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SHOP_SECRET", "from-env")
+    monkeypatch.setenv("SHOP_SECRET", "from-env-0123456789")
     verifier = verifier_for(
         source(
             verifier="hmac-sha256",
@@ -153,4 +158,4 @@ def test_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             id_header="X-Shopify-Webhook-Id",
         )
     )
-    verifier.verify({"X-Shopify-Hmac-Sha256": base64.b64encode(digest("from-env")).decode()}, BODY)
+    verifier.verify({"X-Shopify-Hmac-Sha256": base64.b64encode(digest("from-env-0123456789")).decode()}, BODY)
