@@ -199,7 +199,8 @@ async def test_a_message_past_a_delivery_limit_becomes_a_dead_letter_with_rabbit
 
 def test_the_policy_keys_cover_every_argument_the_limit_and_backstop_add() -> None:
     # The migration can only give what has a policy equivalent: every argument added since must have one
-    plan = plan_topology(WarrenConfig(endpoints=[{**ENDPOINTS[0], "secret": "whsec_" + "A" * 32}]))
+    endpoint = {**ENDPOINTS[0], "secret": "whsec_" + "A" * 32}
+    plan = plan_topology(WarrenConfig(endpoints=[endpoint], delivery={"allow_private_networks": True}))
     work = plan.queue(names.work_queue("warren", "acme"))
     assert {"x-delivery-limit", *BACKSTOP} <= set(work.arguments)
     assert {"x-delivery-limit", *BACKSTOP} <= set(POLICY_KEYS)
