@@ -35,6 +35,7 @@ log = logging.getLogger("warren.health")
 
 MARKER_HEADER = "warren-marker"
 READ_PREFETCH = 500
+ACK_SETTLE_TIMEOUT = 5.0
 
 
 class StateStore:
@@ -102,35 +103,68 @@ class StateStore:
             routing_key=self.stream_name,
             mandatory=True,
         )
-        records: list[StateRecord] = []
-        reached = asyncio.Event()
+        read = _StreamRead(marker)
         channel = await connection.channel()
         try:
             await channel.set_qos(prefetch_count=READ_PREFETCH)  # a stream consumer must have a prefetch
             stream = await channel.get_queue(self.stream_name, ensure=False)
-
-            async def on_message(message: AbstractIncomingMessage) -> None:
-                await message.ack()  # on a stream an ack only grants credit; nothing is removed
-                if reached.is_set():
-                    return
-                if (message.headers or {}).get(MARKER_HEADER) == marker:
-                    reached.set()
-                    return
-                record = _decode(message)
-                if record is not None:
-                    records.append(record)
-
-            await stream.consume(on_message, arguments={"x-stream-offset": "first"})
+            await stream.consume(read.on_message, arguments={"x-stream-offset": "first"})
             try:
-                await asyncio.wait_for(reached.wait(), timeout)
+                await asyncio.wait_for(read.reached.wait(), timeout)
             except TimeoutError:
                 raise BrokerUnavailable(
-                    f"could not read {self.stream_name} to its end within {timeout:g}s ({len(records)} records read)"
+                    f"could not read {self.stream_name} to its end within {timeout:g}s "
+                    f"({len(read.records)} records read)"
                 ) from None
         finally:
+            await read.stop()
             with contextlib.suppress(Exception):
                 await channel.close()
-        return records
+        return read.records
+
+
+class _StreamRead:
+    """One read of the stream up to a marker, whose acks are all sent before its channel closes.
+
+    Deliveries keep coming after the marker (other workers append), each handled in a task of its own. An ack
+    sent after the channel's close would reach the broker on a closed channel number (or on the next channel
+    given that number) and RabbitMQ would close the whole connection. So: no ack starts once the read stopped,
+    and ``stop`` waits for the acks already under way.
+    """
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.records: list[StateRecord] = []
+        self.reached = asyncio.Event()
+        self._stopped = False
+        self._acking = 0
+        self._settled = asyncio.Event()
+        self._settled.set()
+
+    async def on_message(self, message: AbstractIncomingMessage) -> None:
+        if self._stopped:
+            return  # the channel is closing: an ack now could outlive it
+        if (message.headers or {}).get(MARKER_HEADER) == self.marker:
+            self._stopped = True
+            self.reached.set()
+            return
+        record = _decode(message)  # before any await, so that records keep the stream's order
+        if record is not None:
+            self.records.append(record)
+        self._acking += 1
+        self._settled.clear()
+        try:
+            await message.ack()  # on a stream an ack only grants credit; nothing is removed
+        finally:
+            self._acking -= 1
+            if not self._acking:
+                self._settled.set()
+
+    async def stop(self) -> None:
+        """Start no more acks; wait (briefly: they are socket writes) for those under way."""
+        self._stopped = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._settled.wait(), ACK_SETTLE_TIMEOUT)
 
 
 def _message(body: bytes) -> Message:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -55,4 +56,36 @@ async def test_missing_objects_name_the_fix(make_config: Callable[..., WarrenCon
         with pytest.raises(TopologyError, match="warren setup"):
             await StateStore(config.broker.prefix).attach(connection)
     finally:
+        await connection.close()
+
+
+@pytest.mark.timeout(60)
+async def test_loading_a_long_stream_many_times_never_breaks_the_connection(
+    make_config: Callable[..., WarrenConfig],
+) -> None:
+    # Given a state stream holding thousands of records (several prefetch windows of the reader)
+    config = make_config()
+    await declare(config)
+    connection = await aio_pika.connect(config.broker.url)
+    writer_connection = await aio_pika.connect(config.broker.url)
+    try:
+        store = StateStore(config.broker.prefix)
+        await store.attach(connection)
+        records = [record(CIRCUIT, OPEN, version) for version in range(2000)]
+        await store.refresh(records)
+        other = StateStore(config.broker.prefix)
+        await other.attach(writer_connection)
+        for round_ in range(10):
+            # When a worker reads it to its end while another worker appends (records arrive after its marker),
+            # then at once opens another channel on the same connection (the number the reader just released)
+            appended = [record(ADMIN, DISABLED, 10_000 + round_ * 100 + n) for n in range(100)]
+            loaded, _ = await asyncio.gather(store.load(connection), other.refresh(appended))
+            channel = await connection.channel()
+            await channel.declare_queue(store.stream_name, passive=True)
+            await channel.close()
+            # Then every record came back in order and no late ack of the reader reached the new channel
+            assert loaded[: len(records)] == records
+            assert not connection.is_closed
+    finally:
+        await writer_connection.close()
         await connection.close()
