@@ -8,6 +8,7 @@ InvalidFrameError and a long traceback. ``open_failure`` turns it into one line 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from urllib.parse import unquote, urlsplit
 
@@ -29,6 +30,8 @@ CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
     socket.gaierror,
 )
 
+# How long a connection whose first connect failed may take to close (it never opened: nothing to flush).
+ABANDON_TIMEOUT = 2.0
 
 # What opening a connection can raise besides a broken link: the broker closing it instead of opening it.
 OPEN_EXCEPTIONS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.InvalidFrameError)
@@ -48,10 +51,29 @@ def open_failure(url: str, exc: Exception) -> BrokerUnavailable:
     return BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}")
 
 
+class _RobustConnection(aio_pika.RobustConnection):
+    """aio-pika's robust connection, closed when its first connect fails or is cancelled.
+
+    aio-pika starts a reconnecting task on the first connect and leaves it running when that connect is cancelled
+    (it logs "cancelled. Reconnecting" and swallows further cancellations): a process told to stop while
+    RabbitMQ hangs its handshake would then never exit.
+    """
+
+    async def connect(self, timeout: float | None = None) -> None:
+        try:
+            await super().connect(timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self.close()), ABANDON_TIMEOUT)
+            raise
+
+
 async def connect(url: str, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
     """A robust connection: after the first success it reconnects by itself and re-declares consumers."""
     try:
-        return await aio_pika.connect_robust(url, timeout=timeout, client_properties={"connection_name": name})
+        return await aio_pika.connect_robust(
+            url, timeout=timeout, client_properties={"connection_name": name}, connection_class=_RobustConnection
+        )
     except OPEN_EXCEPTIONS as exc:
         raise open_failure(url, exc) from exc
 

@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 import aiohttp
 from aio_pika.abc import AbstractRobustConnection
@@ -32,6 +32,12 @@ from warren.topology.planner import consumed_queues, delay_levels
 __all__ = ["Worker"]
 
 log = logging.getLogger("warren.worker")
+
+T = TypeVar("T")
+
+# Shutdown bounds past the grace period: the drain's margin, and the end of closing connections.
+CLOSE_BUDGET = 3.0
+DRAIN_SLACK = 1.0
 
 
 class Worker:
@@ -130,34 +136,52 @@ class Worker:
             return {}
         return {name: (g.view.circuit_state, g.view.admin_state) for name, g in self.health.guards.items()}
 
-    async def stop(self) -> None:
-        """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back."""
+    async def stop(self, *, since: float | None = None) -> None:
+        """Stop consuming, let in-flight deliveries finish within the grace period, hand the rest back.
+
+        Bounded whatever state ``start`` reached and whether RabbitMQ answers or not: stopping the consumers and
+        the drain share the grace period; the whole ends within ``CLOSE_BUDGET`` after it. A step that does not finish
+        in its time (a broker that no longer answers a basic.cancel or a channel.close) is abandoned: its
+        connection goes with the process, and RabbitMQ hands back whatever it had in flight. ``since`` (a loop
+        time) is when the shutdown began, if before this call.
+        """
         self.ready.clear()
+        loop = asyncio.get_running_loop()
+        deadline = (since if since is not None else loop.time()) + self.config.delivery.grace_period
+        await _within(self._stop_consuming(), max(deadline - loop.time(), 0.0), "stopping the consumers")
+        handed_back = 0
+        if self.runners:
+            results = await _within(
+                asyncio.gather(*(r.drain(max(deadline - loop.time(), 0.0)) for r in self.runners.values())),
+                max(deadline - loop.time(), 0.0) + DRAIN_SLACK,
+                "the drain",
+            )
+            handed_back = sum(results or ())
+        await _within(self._close_broker(), max(deadline + CLOSE_BUDGET - loop.time(), 0.5), "closing the connections")
+        if self.session is not None:
+            await self.session.close()
+        if self.metrics_server is not None:
+            await _within(self.metrics_server.close(), 1.0, "closing the metrics server")
+        log.info("worker stopped", extra={"handed_back": handed_back})
+
+    async def _stop_consuming(self) -> None:
         if self.health is not None:
             await self.health.halt()
         for claims in self.claims.values():
             await claims.halt()
         for runner in self.runners.values():
             await runner.stop_consuming()
-        grace = self.config.delivery.grace_period
-        handed_back = 0
-        if self.runners:
-            results = await asyncio.gather(*(r.drain(grace) for r in self.runners.values()))
-            handed_back = sum(results)
+
+    async def _close_broker(self) -> None:
         if self.health is not None:
             await self.health.close()
         for claims in self.claims.values():
             await claims.close()
         for runner in self.runners.values():
             await runner.close()
-        if self.session is not None:
-            await self.session.close()
         if self.connection is not None:
             with contextlib.suppress(Exception):
                 await self.connection.close()
-        if self.metrics_server is not None:
-            await self.metrics_server.close()
-        log.info("worker stopped", extra={"handed_back": handed_back})
 
     async def __aenter__(self) -> Worker:
         try:
@@ -171,9 +195,45 @@ class Worker:
         await self.stop()
 
     async def run(self) -> None:
-        """Deliver until SIGTERM or SIGINT, then shut down gracefully."""
+        """Deliver until SIGTERM or SIGINT, then shut down gracefully (a signal during startup cancels it)."""
         stop = asyncio.Event()
         with stop_on_signals(stop):
-            async with self:
-                await stop.wait()
+            starting = asyncio.create_task(self.start(), name="worker-start")
+            signalled = asyncio.create_task(stop.wait(), name="worker-signal")
+            try:
+                await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+                if starting.done():
+                    starting.result()  # a failed start raises (after the stop below)
+                    await signalled
                 log.info("signal received: stopping")
+            finally:
+                since = asyncio.get_running_loop().time()
+                signalled.cancel()
+                if not starting.done():
+                    starting.cancel()  # cancelling is immediate; the bound is for code that would swallow it
+                    await _within(_settled(starting), self.config.delivery.grace_period, "cancelling the startup")
+                await self.stop(since=since)
+
+
+async def _settled(task: asyncio.Task[Any]) -> None:
+    """Wait for a task that was cancelled to end, whatever it ends with."""
+    with contextlib.suppress(BaseException):
+        await task
+
+
+async def _within(awaitable: Awaitable[T], timeout: float, what: str) -> T | None:
+    """``awaitable``'s result, or None if it failed or did not finish within ``timeout`` (it is then cancelled
+    and not waited for: a step of the shutdown must not hold the process)."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+        log.warning("shutdown: %s did not finish within %.1fs; abandoned", what, timeout)
+        return None
+    if task.cancelled():
+        return None
+    exc = task.exception()
+    if exc is not None:
+        log.warning("shutdown: %s failed: %s", what, exc or type(exc).__name__)
+        return None
+    return task.result()

@@ -8,7 +8,8 @@ import contextlib
 
 class TcpProxy:
     """``async with TcpProxy(port) as p: url uses p.port``; ``await p.cut()`` drops every link and refuses new
-    ones until ``await p.restore()``."""
+    ones until ``await p.restore()``; ``p.stall()`` keeps every link open but stops forwarding bytes (a broker
+    that hangs: frames sent get no answer) until ``p.resume()``."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
@@ -16,6 +17,9 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self.accepted = 0  # connections accepted so far
 
     async def start(self) -> TcpProxy:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
@@ -23,6 +27,7 @@ class TcpProxy:
         return self
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted += 1
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -37,6 +42,7 @@ class TcpProxy:
     async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.CancelledError):
             while data := await source.read(65536):
+                await self._flowing.wait()
                 sink.write(data)
                 await sink.drain()
         sink.close()
@@ -52,6 +58,13 @@ class TcpProxy:
         self._writers.clear()
         for task in list(self._tasks):
             task.cancel()
+
+    def stall(self) -> None:
+        """Hold every byte from now on (both ways, open links and new ones) until ``resume()``."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
 
     async def restore(self) -> None:
         await self.start()
