@@ -38,6 +38,14 @@ async def message_count(config: WarrenConfig, queue: str) -> int:
         await connection.close()
 
 
+async def settled_count(config: WarrenConfig, queue: str, expected: int, timeout: float = 10.0) -> int:
+    """The queue's exact count once it equals ``expected`` (polled), or its last count at the deadline."""
+    deadline = time.monotonic() + timeout
+    while (count := await message_count(config, queue)) != expected and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return count
+
+
 async def dlq_count(config: WarrenConfig, endpoint: str) -> int:
     return await message_count(config, names.dlq(config.broker.prefix, endpoint))
 

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from tests.broker.ingest.conftest import ApiServer, work_queue
+from tests.support.health import message_count
 from warren.broker.ingest import body as body_module
 from warren.broker.ingest.schemas import BatchIn
-from warren.broker.management import ManagementClient
 from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.broker
@@ -28,13 +28,6 @@ async def api(api_config: Callable[..., WarrenConfig], start_api: Start) -> ApiS
 
 def order(n: int, **extra: Any) -> dict[str, Any]:
     return {"type": "order.created", "data": {"n": n}, **extra}
-
-
-async def queue_depth(management: ManagementClient, name: str) -> int:
-    """Messages in a queue, from the management API (its figures lag; callers only ask for 0 after a 4xx)."""
-    info = await management.queue(name)
-    assert info is not None
-    return int(info.get("messages", 0))
 
 
 async def test_all_stored_is_202_with_ids_in_request_order(api: ApiServer, queue_reader: Any) -> None:
@@ -76,13 +69,13 @@ async def test_none_routable_is_409_with_every_failure(api: ApiServer) -> None:
     assert [f["index"] for f in reply.body["failed"]] == [0, 1]
 
 
-async def test_one_invalid_event_refuses_the_whole_batch(api: ApiServer, management: ManagementClient) -> None:
+async def test_one_invalid_event_refuses_the_whole_batch(api: ApiServer) -> None:
     # Given a batch whose second event has no type
     reply = await api.post("/v1/events/batch", {"events": [order(0), {"data": 1}]})
     # Then it is a 422 naming events[1].type, and nothing was published
     assert reply.status == 422
     assert reply.body["fields"][0]["field"] == "events[1].type"
-    assert await queue_depth(management, work_queue(api.config)) == 0
+    assert await message_count(api.config, work_queue(api.config)) == 0  # exact: a passive declare
 
 
 async def test_more_than_max_batch_is_422_on_events(api: ApiServer) -> None:
@@ -121,12 +114,12 @@ async def test_empty_batch_is_422(api: ApiServer) -> None:
 
 
 async def test_one_oversized_event_refuses_the_whole_batch(
-    api_config: Callable[..., WarrenConfig], start_api: Start, management: ManagementClient
+    api_config: Callable[..., WarrenConfig], start_api: Start
 ) -> None:
     api = await start_api(api_config(delivery={"max_payload": 1024}))
     reply = await api.post("/v1/events/batch", {"events": [order(0), {"type": "order.created", "data": "x" * 2000}]})
     assert reply.status == 413 and reply.body["message"].startswith("events[1]")
-    assert await queue_depth(management, work_queue(api.config)) == 0
+    assert await message_count(api.config, work_queue(api.config)) == 0  # exact: a passive declare
 
 
 async def test_batch_key_too_long_for_the_indexes_is_422(api: ApiServer) -> None:
