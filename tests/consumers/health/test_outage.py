@@ -118,6 +118,10 @@ async def test_outage_parks_everything_and_delivers_it_all_after_recovery(
     after_open = {name: sum(1 for t in times if t > opened_at[name] + 0.1) for name, times in during.items()}
     for name, count in counts.items():
         assert count <= bound[name], (name, count, bound[name])
+    # And once open (past what was in flight then), only probes reached it: one at a time, at the end of each
+    # cool-down, so no more than the schedule allows, and at least the first (the breaker does try again)
+    for name, probes in after_open.items():
+        assert 1 <= probes <= probes_possible(OUTAGE), (name, probes, probes_possible(OUTAGE))
     # And the operator heard the circuit open and close for both endpoints
     for name in ("plain", "keyed"):
         assert operator.types(name)[:1] == ["endpoint.circuit_opened"]

@@ -50,19 +50,19 @@ def test_during_rotation_any_signature_matching_any_secret_is_enough() -> None:
     header = signature_header(SigningSecrets((OLD, NEW)), "msg_1", NOW, BODY)
     # Then a receiver that knows only one of them, or both, accepts the request
     for secrets in ([OLD], [NEW], [NEW, OLD]):
-        verify_standard_webhook(secrets, headers(header), BODY, now=NOW)
+        assert verify_standard_webhook(secrets, headers(header), BODY, now=NOW) == "msg_1"
 
 
 def test_unknown_versions_and_malformed_entries_are_skipped() -> None:
     good = sign(SECRET, "msg_1", NOW, BODY)
     header = f"v1a,c29tZXRoaW5n v1,not-base64!! junk {good}"
-    verify_standard_webhook([SECRET], headers(header), BODY, now=NOW)
+    assert verify_standard_webhook([SECRET], headers(header), BODY, now=NOW) == "msg_1"
 
 
 def test_timestamp_inside_the_tolerance_both_ways() -> None:
     for offset in (-299, 299):
         signature = sign(SECRET, "msg_1", NOW + offset, BODY)
-        verify_standard_webhook([SECRET], headers(signature, timestamp=NOW + offset), BODY, now=NOW)
+        assert verify_standard_webhook([SECRET], headers(signature, timestamp=NOW + offset), BODY, now=NOW) == "msg_1"
 
 
 # --- rejected -----------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def test_old_new_and_unreadable_timestamps() -> None:
 def test_the_tolerance_is_configurable() -> None:
     hdrs = headers(sign(SECRET, "msg_1", NOW - 60, BODY), timestamp=NOW - 60)
     assert reason([SECRET], hdrs, tolerance=30) == "timestamp_too_old"
-    verify_standard_webhook([SECRET], hdrs, BODY, now=NOW, tolerance=90)
+    assert verify_standard_webhook([SECRET], hdrs, BODY, now=NOW, tolerance=90) == "msg_1"
 
 
 def test_a_header_without_any_v1_signature() -> None:

@@ -47,14 +47,25 @@ WOO = HmacSha256Verifier((b"woo-secret",), "X-WC-Webhook-Signature", "base64")
 
 
 def test_github_shape_hex_with_prefix() -> None:
-    GITHUB.verify({"X-Hub-Signature-256": "sha256=" + digest("gh-secret").hex()}, BODY)
+    signed = "sha256=" + digest("gh-secret").hex()
+    GITHUB.verify({"X-Hub-Signature-256": signed}, BODY)
     # Hex is case-insensitive, and the header name too.
     GITHUB.verify({"x-hub-signature-256": "sha256=" + digest("gh-secret").hex().upper()}, BODY)
+    # And the same header over another body, or made with another secret, is refused: the check is real
+    assert rejected(GITHUB, {"X-Hub-Signature-256": signed}, BODY + b" ") == "no_matching_signature"
+    assert rejected(GITHUB, {"X-Hub-Signature-256": "sha256=" + digest("other").hex()}) == "no_matching_signature"
 
 
 def test_shopify_and_woocommerce_shape_base64() -> None:
     SHOPIFY.verify({"X-Shopify-Hmac-Sha256": base64.b64encode(digest("shop-secret")).decode()}, BODY)
     WOO.verify({"X-WC-Webhook-Signature": base64.b64encode(digest("woo-secret")).decode()}, BODY)
+    # And each refuses the other's signature (another secret)
+    assert rejected(SHOPIFY, {"X-Shopify-Hmac-Sha256": base64.b64encode(digest("woo-secret")).decode()}) == (
+        "no_matching_signature"
+    )
+    assert rejected(WOO, {"X-WC-Webhook-Signature": base64.b64encode(digest("shop-secret")).decode()}) == (
+        "no_matching_signature"
+    )
 
 
 def test_hmac_rejections_have_distinct_reasons() -> None:
@@ -145,6 +156,11 @@ def test_verifier_for_each_configured_kind() -> None:
         },
         BODY,
     )
+    # And each built verifier refuses what it must: a wrong token, a Standard Webhooks signature over another body
+    assert rejected(tg, {"X-Token": "stale-token"}, b"{}") == "invalid_token"
+    other_body = signature_header(secrets, "m", now, b"{}")
+    stale = {"webhook-id": "m", "webhook-timestamp": str(now), "webhook-signature": other_body}
+    assert rejected(sw, stale) == "no_matching_signature"
 
 
 def test_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,3 +175,6 @@ def test_a_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         )
     )
     verifier.verify({"X-Shopify-Hmac-Sha256": base64.b64encode(digest("from-env-0123456789")).decode()}, BODY)
+    # And the reference itself is not the secret
+    signed_with_reference = base64.b64encode(digest("env:SHOP_SECRET")).decode()
+    assert rejected(verifier, {"X-Shopify-Hmac-Sha256": signed_with_reference}) == "no_matching_signature"
