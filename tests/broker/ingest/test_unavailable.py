@@ -6,7 +6,6 @@ import asyncio
 import logging
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -124,21 +123,24 @@ async def _until_async(condition: Callable[[], Awaitable[bool]], timeout: float)
 
 
 async def test_publish_timeout_gives_503(
-    api_config: Callable[..., WarrenConfig], start_api: Start, monkeypatch: Any
+    api_config: Callable[..., WarrenConfig], start_api: Start, amqp_url: str
 ) -> None:
-    # Given a broker that takes longer to confirm than api.publish_timeout (simulated: the confirm never comes)
-    api = await start_api(api_config(api={"publish_timeout": "200ms"}))
-    publisher = api.app[LINK].publisher()
-
-    async def stuck(*_: Any, **__: Any) -> None:
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(publisher._exchange, "publish", stuck)
-    started = asyncio.get_running_loop().time()
-    reply = await api.post("/v1/events", EVENT)
-    elapsed = asyncio.get_running_loop().time() - started
-    # Then the answer is 503 after about the timeout, telling to retry with the same id
-    assert reply.status == 503 and "within 0.2s" in reply.body["message"]
-    assert 0.15 <= elapsed < 2.0
-    batch = await api.post("/v1/events/batch", {"events": [EVENT]})
-    assert batch.status == 503 and batch.body["failed"][0]["error"] == "broker_unavailable"
+    # Given an API connected through a proxy, and a broker that then stops answering (the proxy holds every
+    # byte: the publish goes out, its confirm never comes back), publish_timeout 200 ms
+    parts = urlsplit(amqp_url)
+    async with TcpProxy(parts.port or 5672) as proxy:
+        url = urlunsplit(parts._replace(netloc=f"guest:guest@127.0.0.1:{proxy.port}"))
+        api = await start_api(api_config(broker={"url": url}, api={"publish_timeout": "200ms"}))
+        proxy.stall()
+        try:
+            # When a producer posts an event
+            started = asyncio.get_running_loop().time()
+            reply = await api.post("/v1/events", EVENT)
+            elapsed = asyncio.get_running_loop().time() - started
+            # Then the answer is 503 after about the timeout (not the broker's own timeouts), telling to retry
+            assert reply.status == 503 and "within 0.2s" in reply.body["message"]
+            assert 0.19 <= elapsed < 0.2 + 0.4, elapsed
+            batch = await api.post("/v1/events/batch", {"events": [EVENT]})
+            assert batch.status == 503 and batch.body["failed"][0]["error"] == "broker_unavailable"
+        finally:
+            proxy.resume()
