@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -50,12 +51,29 @@ async def dlq_count(config: WarrenConfig, endpoint: str) -> int:
     return await message_count(config, names.dlq(config.broker.prefix, endpoint))
 
 
+BARRIER = "test.barrier"
+
+
 class OperatorInbox:
     """A queue bound to the operator exchange (``#``) collecting the events' envelopes."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.routing_keys: list[str] = []
+        self.exchange: aio_pika.abc.AbstractExchange | None = None
+
+    async def barrier(self, timeout: float = 10.0) -> None:
+        """Publish a marker of our own to the operator exchange and wait until it arrives: every event published
+        (confirmed) before this call has then arrived too, so the lists are complete up to now."""
+        assert self.exchange is not None
+        marker = uuid.uuid4().hex
+        await self.exchange.publish(
+            aio_pika.Message(orjson.dumps({"type": BARRIER, "data": {"marker": marker}})), routing_key=BARRIER
+        )
+        await wait_until(lambda: any(e["data"].get("marker") == marker for e in self.events), timeout, "the barrier")
+        kept = [(k, e) for k, e in zip(self.routing_keys, self.events, strict=True) if e["type"] != BARRIER]
+        self.routing_keys = [k for k, _ in kept]
+        self.events = [e for _, e in kept]
 
     def types(self, endpoint: str | None = None) -> list[str]:
         return [e["type"] for e in self.events if endpoint is None or e.get("data", {}).get("endpoint") == endpoint]
@@ -73,6 +91,7 @@ async def operator_inbox(config: WarrenConfig) -> AsyncIterator[OperatorInbox]:
         channel = await connection.channel()
         queue = await channel.declare_queue(exclusive=True, arguments={"x-queue-type": "classic"})
         await queue.bind(names.operator_exchange(config.broker.prefix), routing_key="#")
+        inbox.exchange = await channel.get_exchange(names.operator_exchange(config.broker.prefix), ensure=False)
 
         async def on_message(message: AbstractIncomingMessage) -> None:
             inbox.routing_keys.append(message.routing_key or "")

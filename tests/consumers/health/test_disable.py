@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,12 @@ async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
         assert guard.view.admin_state == DISABLED
         assert opened["data"]["state"] == "open"
         requests_when_disabled = len(receiver.received)
-        await asyncio.sleep(0.5)  # a few cool-downs: no probe goes to a disabled endpoint
+        # Then no probe goes to a disabled endpoint: watched until past the moment the circuit's own schedule
+        # makes one due (its retry_at) by two more cool-downs, which covers every look the health loop takes
+        circuit = guard.view.circuit
+        assert circuit is not None and circuit.retry_at is not None
+        due = max(circuit.retry_at, time.time()) + 2 * 0.2
+        await wait_until(lambda: time.time() >= due or len(receiver.received) > requests_when_disabled, 5)
         assert len(receiver.received) == requests_when_disabled
         # When it is back and enabled, then a probe goes first, succeeds, and everything is delivered
         receiver.behaviour = always(200)

@@ -34,6 +34,13 @@ def make_guard(**endpoint: Any) -> tuple[EndpointGuard, list[StateRecord]]:
     return guard, emitted
 
 
+async def settle() -> None:
+    """Let every task that can run, run: the guard is plain asyncio (events, no timers on these paths), so a few
+    turns of the loop are enough for a waiter that is free to go on; one still waiting after them is blocked."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
 async def attempt(guard: EndpointGuard, status: int | None, retry_after: str | None = None) -> None:
     await guard.acquire()
     error = None if status is not None else "connection failed"
@@ -55,7 +62,7 @@ async def test_attempts_in_flight_when_the_circuit_opens_are_refused_as_they_wak
     guard, _ = make_guard(max_in_flight=1)
     await guard.acquire()  # takes the only slot
     waiter = asyncio.create_task(guard.acquire())
-    await asyncio.sleep(0.01)
+    await settle()
     assert not waiter.done()
     # When the circuit opens (another worker's verdict arrives), then the waiting attempt is refused
     now = time.time()
@@ -73,7 +80,7 @@ async def test_one_probe_at_a_time_and_a_failed_probe_sends_the_others_back() ->
     guard.probing = True
     await guard.acquire()  # the probe
     second = asyncio.create_task(guard.acquire())
-    await asyncio.sleep(0.02)
+    await settle()
     assert not second.done()  # waits for the probe's verdict
     # When the probe fails, then the circuit opens again with one failed probe, and the other is refused
     guard.release(http_result(503, None, 0.01))

@@ -19,10 +19,12 @@ async def test_exhaustion_is_announced_in_the_webhook_envelope(endpoint_config, 
         [{"name": "broken", "circuit": {"enabled": False}}],
         retry={"base": "20ms", "cap": "50ms", "max_attempts": 2},
     )
-    async with operator_inbox(config) as operator, Worker(config):
-        [event_id] = await publish(config, [Event(type="order.paid", data={"n": 1})])
-        # When the message exhausts its attempts
-        exhausted = await operator.wait_for("message.exhausted", "broken")
+    async with operator_inbox(config) as operator:
+        async with Worker(config):
+            [event_id] = await publish(config, [Event(type="order.paid", data={"n": 1})])
+            # When the message exhausts its attempts
+            exhausted = await operator.wait_for("message.exhausted", "broken")
+        await operator.barrier()  # the stopped worker's events have all arrived
     # Then the operator hears it, in the envelope every webhook has, routed by its type
     assert set(exhausted) == {"id", "type", "timestamp", "data"}
     assert exhausted["id"].startswith("msg_") and exhausted["timestamp"].endswith("Z")
@@ -36,9 +38,11 @@ async def test_circuit_events_say_what_why_and_since_when(endpoint_config, recei
     receiver.behaviour = always(503)
     circuit = {"consecutive_failures": 2, "cooldown": "10s"}
     config = await endpoint_config([{"name": "down", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"})
-    async with operator_inbox(config) as operator, Worker(config):
-        await publish(config, [Event(type="x.y", data={"i": i}) for i in range(5)])
-        opened = await operator.wait_for("endpoint.circuit_opened", "down")
+    async with operator_inbox(config) as operator:
+        async with Worker(config):
+            await publish(config, [Event(type="x.y", data={"i": i}) for i in range(5)])
+            opened = await operator.wait_for("endpoint.circuit_opened", "down")
+        await operator.barrier()  # the stopped worker's events have all arrived
     data = opened["data"]
     assert data["state"] == "open" and data["previous"] == "closed"
     assert data["reason"] == "2 consecutive failures"

@@ -34,17 +34,20 @@ async def test_publish_reaches_listeners_and_the_stream_refresh_only_the_stream(
         await store.attach(connection)
         heard: list[StateRecord] = []
         await store.listen(heard.append)
-        # When a record is published and another only re-appended (the hourly refresh)
+        # When a record is published, another only re-appended (the hourly refresh), then a third published
         opened = record(CIRCUIT, OPEN, 1)
         disabled = record(ADMIN, DISABLED, 2)
+        later = record(CIRCUIT, OPEN, 3)
         await store.publish(opened)
         await store.refresh([disabled])
-        await wait_until(lambda: heard == [opened], 5, "the broadcast")
-        # Then a reader (a worker starting later) gets both from the stream, in order, up to its marker
-        assert await store.load(connection) == [opened, disabled]
+        await store.publish(later)
+        # Then listeners heard the two broadcasts and not the refresh (it would have come before the third)
+        await wait_until(lambda: later in heard, 5, "the broadcast")
+        assert heard == [opened, later]
+        # And a reader (a worker starting later) gets all three from the stream, in order, up to its marker
+        assert await store.load(connection) == [opened, disabled, later]
         # And a second read (another marker later) still gets them: reading takes nothing away
-        assert await store.load(connection) == [opened, disabled]
-        assert heard == [opened]  # the refresh was not broadcast
+        assert await store.load(connection) == [opened, disabled, later]
     finally:
         await connection.close()
 
