@@ -27,9 +27,17 @@ def with_url(config: WarrenConfig, url: str) -> WarrenConfig:
 
 
 async def start_workers(*paths: Path) -> list[WorkerProcess]:
-    workers = [await WorkerProcess(path).start() for path in paths]
-    for worker in workers:
-        await worker.wait_ready()
+    """Start one worker per path and wait until all are ready; if any fails, none is left running."""
+    workers: list[WorkerProcess] = []
+    try:
+        for path in paths:
+            workers.append(await WorkerProcess(path).start())
+        for worker in workers:
+            await worker.wait_ready()
+    except BaseException:
+        for worker in workers:
+            await worker.cleanup()
+        raise
     return workers
 
 
