@@ -18,6 +18,25 @@ from warren.topology.errors import ManagementError
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
+# Every fixture that reaches RabbitMQ depends on this one, so a test needs a broker exactly when it is among
+# the fixtures the test uses (directly or through others).
+BROKER_FIXTURE = "rabbit_server"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``broker`` exactly the tests that use the broker, so that ``-m broker`` (and ``-m 'not broker'``)
+    select by what a test does, not by what someone remembered to write. A hand-written ``broker`` mark on a
+    test that uses no broker is an error."""
+    for item in items:
+        uses_broker = BROKER_FIXTURE in getattr(item, "fixturenames", ())
+        if uses_broker:
+            item.add_marker(pytest.mark.broker)
+        elif item.get_closest_marker("broker") is not None:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked broker but uses no broker fixture: the mark is applied by "
+                "tests/conftest.py from the fixtures a test uses; remove it"
+            )
+
 
 @pytest.fixture(scope="session")
 def rabbit_server() -> Iterator[RabbitServer]:

@@ -16,8 +16,6 @@ from warren.topology.config import WarrenConfig
 from warren.topology.errors import TopologyError
 from warren.topology.planner import plan_topology
 
-pytestmark = pytest.mark.broker
-
 ENDPOINTS = [
     {"name": "acme", "url": "http://127.0.0.1:9/acme", "events": ["message.*"]},
     {"name": "audit", "url": "http://127.0.0.1:9/audit", "events": ["#"]},

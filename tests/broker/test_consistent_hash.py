@@ -6,7 +6,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 
 import aio_pika
-import pytest
 
 from tests.support.setup_helpers import Collector
 from warren.broker.applier import apply_setup
@@ -15,8 +14,6 @@ from warren.broker.publisher import Publisher
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.planner import HASH_HEADER
-
-pytestmark = pytest.mark.broker
 
 PARTITIONS = 8
 KEYS = 1000

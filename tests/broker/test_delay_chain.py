@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import aio_pika
-import pytest
 
 from tests.support.setup_helpers import Collector
 from warren.broker.applier import apply_setup
@@ -15,8 +14,6 @@ from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.delays import delay_routing_key
 from warren.topology.planner import plan_topology
-
-pytestmark = pytest.mark.broker
 
 # Lateness allowed after the delay: each level a message waits in is one quorum-queue expiry and one
 # dead-letter hop (about 2 ms each here; 20 ms for all ten), plus scheduling noise on a shared, busy machine.

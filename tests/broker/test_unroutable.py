@@ -13,8 +13,6 @@ from warren.broker.publisher import Publisher
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import UnroutableError
 
-pytestmark = pytest.mark.broker
-
 ENDPOINTS = [
     {"name": "acme", "url": "http://127.0.0.1:9/a", "events": ["message.*"]},
     {"name": "billing", "url": "http://127.0.0.1:9/b", "events": ["order.paid"], "ordering": "key", "partitions": 2},

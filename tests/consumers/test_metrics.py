@@ -16,7 +16,7 @@ from warren.consumers.metrics_server import MetricsServer
 from warren.consumers.worker import Worker
 from warren.topology import names
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

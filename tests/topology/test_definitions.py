@@ -83,7 +83,6 @@ def test_the_document_has_the_definitions_shape() -> None:
     assert "guest" not in json.dumps(document)
 
 
-@pytest.mark.broker
 @pytest.mark.timeout(30)
 async def test_the_management_api_imports_the_export(
     management: ManagementClient, make_config: Callable[..., WarrenConfig], prefix: str

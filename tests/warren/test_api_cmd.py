@@ -11,13 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-import pytest
 
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.topology.config import WarrenConfig
-
-pytestmark = pytest.mark.broker
 
 TOKEN = "cli-token-0123456789abcdef"
 

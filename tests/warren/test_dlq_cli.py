@@ -24,7 +24,7 @@ from warren.broker.events import Event
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import aio_pika
 import aiohttp
-import pytest
 
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table
@@ -96,7 +95,6 @@ def test_inbox_with_an_unknown_source_or_an_unimportable_handler_exits_2(tmp_pat
     assert "partner" in line and "no_such_module_xyz" in line
 
 
-@pytest.mark.broker
 def test_inbox_without_its_queue_exits_1_with_one_line(tmp_path: Path, amqp_url: str, prefix: str) -> None:
     config = write_config(
         tmp_path / "warren.toml", amqp_url=amqp_url, prefix=prefix, store=f"sqlite:///{tmp_path / 'inbox.sqlite3'}"
@@ -116,7 +114,6 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, timeout: float 
             return text
 
 
-@pytest.mark.broker
 async def test_receive_and_inbox_processes_turn_ten_posts_into_one_effect(
     tmp_path: Path, make_config: Callable[..., WarrenConfig], amqp_url: str, prefix: str
 ) -> None:

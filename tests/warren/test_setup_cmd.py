@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import aio_pika
-import pytest
 
 from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
@@ -15,8 +14,6 @@ from warren.broker.management import ManagementClient
 from warren.topology import names
 from warren.topology.config import load_config
 from warren.topology.planner import plan_topology
-
-pytestmark = pytest.mark.broker
 
 
 def write_config(path: Path, amqp_url: str, management_url: str, prefix: str, *, with_billing: bool = True) -> Path:

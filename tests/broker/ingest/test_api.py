@@ -12,8 +12,6 @@ from tests.broker.ingest.conftest import OTHER_TOKEN, ApiServer, work_queue
 from warren.broker import wire
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.broker
-
 Start = Callable[..., Awaitable[ApiServer]]
 
 

@@ -16,8 +16,6 @@ from warren.broker.ingest import body as body_module
 from warren.broker.ingest.schemas import BatchIn
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.broker
-
 Start = Callable[..., Awaitable[ApiServer]]
 
 

@@ -14,8 +14,6 @@ from tests.broker.ingest.conftest import TOKEN, ApiServer
 from warren.broker.ingest.openapi import openapi_document
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.broker
-
 Start = Callable[..., Awaitable[ApiServer]]
 
 

@@ -16,8 +16,6 @@ from warren.broker.ingest.server import serve
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import BrokerUnavailable
 
-pytestmark = pytest.mark.broker
-
 
 async def test_stop_lets_a_request_in_flight_finish(api_config: Callable[..., WarrenConfig], monkeypatch: Any) -> None:
     # Given a running server whose publishes take 300 ms to reach RabbitMQ

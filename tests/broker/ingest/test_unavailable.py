@@ -8,15 +8,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-import pytest
-
 from tests.broker.ingest.conftest import ApiServer
 from tests.support.tcp_proxy import TcpProxy
 from warren.broker.ingest.app import LINK
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import BrokerUnavailable
-
-pytestmark = pytest.mark.broker
 
 Start = Callable[..., Awaitable[ApiServer]]
 EVENT = {"type": "order.created", "data": {"n": 1}}

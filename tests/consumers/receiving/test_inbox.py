@@ -33,8 +33,6 @@ from warren.topology import names
 from warren.topology.config import ConfigError, WarrenConfig
 from warren.topology.planner import plan_topology
 
-pytestmark = pytest.mark.broker
-
 FAST_RETRY = {"base": "50ms", "factor": 2, "cap": "1s", "jitter": "none", "max_attempts": 5}
 
 

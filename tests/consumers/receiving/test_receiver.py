@@ -25,8 +25,6 @@ from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 
-pytestmark = pytest.mark.broker
-
 WH_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SOURCES: list[dict[str, Any]] = [
     {
