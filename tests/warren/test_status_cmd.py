@@ -1,0 +1,132 @@
+"""``warren status`` as an operator runs it: the text view, --endpoints, and --watch at its --interval."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import clean_env, warren
+from tests.support.dead_letters import seed_dead_letters, wait_depth
+from tests.support.processes import write_config
+from tests.support.topology import declare
+from warren.broker.connection import connect
+from warren.broker.events import Event
+from warren.broker.publisher import Publisher
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def shop_and_books(make_config: Any, tmp_path: Path) -> tuple[WarrenConfig, Path]:
+    """Two declared endpoints (nothing listens at their URLs; no worker runs), and the config file."""
+    config: WarrenConfig = make_config(
+        [
+            {"name": "shop", "url": "http://127.0.0.1:9/shop", "events": ["order.*"]},
+            {"name": "books", "url": "http://127.0.0.1:9/books", "events": ["book.*"], "ordering": "key",
+             "partitions": 2},
+        ]
+    )  # fmt: skip
+    await declare(config)
+    return config, write_config(tmp_path, config)
+
+
+async def publish(config: WarrenConfig, events: list[Event]) -> None:
+    connection = await connect(config.broker.url)
+    try:
+        publisher = await Publisher.open(connection, config.broker.prefix)
+        report = await publisher.publish_many(events)
+        assert not report.failed, report.failed
+    finally:
+        await connection.close()
+
+
+async def test_the_text_view_shows_each_endpoint_its_queues_and_dead_letters(
+    shop_and_books: tuple[WarrenConfig, Path],
+) -> None:
+    # Given 3 events waiting for shop, 2 for books (one per key), and 4 dead letters of shop
+    config, path = shop_and_books
+    prefix = config.broker.prefix
+    await publish(config, [Event(type="order.paid", data={"i": i}) for i in range(3)])
+    await publish(config, [Event(type="book.sold", data={}, key=f"k{i}") for i in range(2)])
+    await seed_dead_letters(config, "shop", [Event(type="order.paid", data={}) for _ in range(4)])
+    assert await wait_depth(config, names.dlq(prefix, "shop"), 4) == 4
+    # When the operator asks for the status (the default text view), for all endpoints and for one
+    everything = await warren("status", "--config", str(path))
+    only_books = await warren("status", "--config", str(path), "--endpoints", "books")
+    # Then the header names the vhost and prefix, each endpoint its ordering, state and dead letters
+    assert everything.code == 0, everything.err
+    out = everything.out
+    assert f"prefix {prefix!r}" in out.splitlines()[0] and "Warren status" in out.splitlines()[0]
+    assert "shop · unordered · state active · dead letters 4" in out
+    assert "books · ordered by key · state active · dead letters 0" in out
+    # And each queue with its exact ready count (the books partitions hold 2 between them, with a total row)
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 3}
+    assert rows[names.work_queue(prefix, "shop")].split("│")[2].strip() == "3"
+    partitions = [names.partition_queue(prefix, "books", i) for i in range(2)]
+    assert sum(int(rows[p].split("│")[2]) for p in partitions) == 2
+    assert rows["total"].split("│")[2].strip() == "2"
+    assert "0 retries waiting" in out and "exact (AMQP" in out
+    # And --endpoints shows only the endpoints named
+    assert only_books.code == 0, only_books.err
+    assert "books · ordered by key" in only_books.out and "shop ·" not in only_books.out
+
+
+async def test_status_refuses_an_unknown_endpoint_and_a_bad_interval(shop_and_books: tuple[WarrenConfig, Path]) -> None:
+    _, path = shop_and_books
+    unknown = await warren("status", "--config", str(path), "--endpoints", "shop,nope")
+    zero = await warren("status", "--config", str(path), "--watch", "--interval", "0s")
+    garbled = await warren("status", "--config", str(path), "--watch", "--interval", "soon")
+    assert unknown.code == 2 and "unknown endpoint(s): nope" in unknown.err
+    assert zero.code == 2 and "--interval must be positive" in zero.err
+    assert garbled.code == 2 and "--interval" in garbled.err
+
+
+async def test_watch_refreshes_at_its_interval_until_interrupted(shop_and_books: tuple[WarrenConfig, Path]) -> None:
+    # Given a watch of shop alone, one JSON document per refresh, every 300 ms
+    config, path = shop_and_books
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", "status", "--config", str(path), "--watch", "--json", "--interval", "300ms",
+        "--endpoints", "shop", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=clean_env(),
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        documents: list[tuple[float, dict[str, Any]]] = []
+
+        async def next_document() -> dict[str, Any]:
+            assert process.stdout is not None
+            line = await asyncio.wait_for(process.stdout.readline(), 15)
+            assert line, "the watch ended"
+            document: dict[str, Any] = json.loads(line)
+            documents.append((time.monotonic(), document))
+            return document
+
+        first = await next_document()
+        # When an event arrives for shop between two refreshes
+        await publish(config, [Event(type="order.paid", data={})])
+        while True:
+            latest = await next_document()
+            if latest["endpoints"][0]["totals"]["ready"] == 1:
+                break
+            assert len(documents) < 20, "the watch never saw the new event"
+        await next_document()
+        # Then each refresh shows the broker anew (0, then 1 ready), only for shop, about 300 ms apart
+        assert [e["name"] for e in first["endpoints"]] == ["shop"] and first["endpoints"][0]["totals"]["ready"] == 0
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(documents)]
+        assert all(0.25 <= gap < 0.3 + 0.5 for gap in gaps), gaps  # (+ the time one snapshot takes)
+        # When interrupted (Ctrl-C), Then it stops at once, cleanly
+        process.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(process.wait(), 10) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
