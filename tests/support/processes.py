@@ -26,9 +26,10 @@ def write_config(directory: Path, config: WarrenConfig, name: str = "warren.toml
 class WorkerProcess:
     """``warren worker`` in a subprocess; ``kill()`` is SIGKILL, ``terminate()`` SIGTERM and a wait."""
 
-    def __init__(self, config_path: Path, *args: str) -> None:
+    def __init__(self, config_path: Path, *args: str, log_format: str | None = "json") -> None:
+        """``log_format`` None leaves the choice to the configuration (text by default)."""
         self.config_path = config_path
-        self.args = args
+        self.args = (*(("--log-format", log_format) if log_format else ()), *args)
         self.process: asyncio.subprocess.Process | None = None
         self.log_path = config_path.with_suffix(f".{os.getpid()}.{id(self)}.log")
 
@@ -41,8 +42,6 @@ class WorkerProcess:
             "worker",
             "--config",
             str(self.config_path),
-            "--log-format",
-            "json",
             *self.args,
             stdout=log,
             stderr=log,
