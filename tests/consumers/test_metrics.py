@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import aiohttp
@@ -9,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.dead_letters import wait_depth
+from tests.support.health import wait_until
 from tests.support.receiver import Receiver, Reply
 from warren.broker.events import Event
 from warren.consumers.metrics import WorkerMetrics
@@ -19,9 +21,9 @@ from warren.topology import names
 pytestmark = pytest.mark.timeout(60)
 
 
-async def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+async def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of /metrics, parsed by Prometheus' own text parser: (name, labels) -> value."""
-    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as response:
+    async with aiohttp.ClientSession() as session, session.get(f"http://{host}:{port}/metrics") as response:
         assert response.status == 200
         assert response.headers["Content-Type"].startswith("text/plain")
         text = await response.text()
@@ -125,3 +127,46 @@ async def test_a_port_in_use_is_a_clear_error() -> None:
             await second.start()
     finally:
         await first.close()
+
+
+async def test_an_ordered_retry_in_place_the_last_attempt_age_and_metrics_host(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given an ordered endpoint whose receiver refuses each event's first attempt, a worker serving its metrics
+    # on ::1 only, and 3 events published at least 1 s before the worker starts
+    seen: set[str] = set()
+
+    def first_refused(r: Receiver, request: Any, body: bytes) -> Reply:
+        event_id = request.headers["webhook-id"]
+        if event_id not in seen:
+            seen.add(event_id)
+            return Reply(503)
+        return Reply(200)
+
+    receiver.behaviour = first_refused
+    config = await endpoint_config(
+        [{"name": "ledger", "ordering": "key", "partitions": 1, "circuit": {"enabled": False}}],
+        retry={"base": "10ms", "cap": "20ms"},
+        worker={"metrics_port": 0, "metrics_host": "::1"},
+    )
+    published_at = time.time()
+    await publish(config, [Event(type="x.y", data={}, key="k", sequence=i) for i in range(3)])
+    await wait_until(lambda: time.time() >= published_at + 1.0, 5, "the events to be 1 s old")
+    async with Worker(config) as worker:
+        assert worker.metrics_server is not None
+        port = worker.metrics_server.port
+        # When they are delivered, each after one retry held in place (an ordered partition never skips ahead)
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 3, 15)
+        samples = await scrape(port, "[::1]")
+        oldest_possible = time.time() - published_at
+        # Then the metrics are served on ::1 and not on 127.0.0.1
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await scrape(port, "127.0.0.1")
+    # And each refused attempt counts as retry-in-place, and as a retry scheduled in place (none through the chain)
+    assert value(samples, "warren_delivery_attempts_total", endpoint="ledger", outcome="retry-in-place") == 3
+    assert value(samples, "warren_delivery_attempts_total", endpoint="ledger", outcome="retry") == 0
+    assert value(samples, "warren_retries_scheduled_total", endpoint="ledger", where="in-place") == 3
+    assert value(samples, "warren_retries_scheduled_total", endpoint="ledger", where="delay-chain") == 0
+    # And the age of the message last attempted is its age then: at least the 1 s it waited, at most its age now
+    age = value(samples, "warren_last_attempt_age_seconds", endpoint="ledger")
+    assert 1.0 <= age <= oldest_possible, (age, oldest_possible)
