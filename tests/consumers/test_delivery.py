@@ -145,6 +145,28 @@ async def test_exhaustion_lands_in_dlq_with_attempt_history(endpoint_config, rec
     assert "x-death" not in headers
 
 
+async def test_max_age_dead_letters_before_max_attempts(endpoint_config, receiver: Receiver, publish) -> None:
+    # Given an endpoint that always fails, retries every 300 ms, 100 attempts allowed but a max_age of 1 s
+    receiver.behaviour = always(500)
+    config = await endpoint_config(
+        [{"name": "stale", "circuit": {"enabled": False}}],
+        retry={"base": "300ms", "cap": "300ms", "jitter": "none", "max_attempts": 100, "max_age": "1s"},
+    )
+    published_at = time.monotonic()
+    [event_id] = await publish(config, [Event(type="x.y", data={})])
+    async with Worker(config):
+        dead = await dlq_messages(None, config, "stale", 1)
+        dead_after = time.monotonic() - published_at
+    # Then it is dead-lettered for its age, once the next wait would pass 1 s: after the attempts at about 0,
+    # 0.3, 0.6 and 0.9 s (some fewer if the delay chain's transit adds up), long before 100 attempts
+    assert len(dead) == 1 and dead[0].message_id == event_id
+    headers = dead[0].headers
+    assert "max_age (1s) would be exceeded" in headers[wire.H_DEAD_REASON]
+    assert 2 <= headers[wire.H_ATTEMPT] <= 4, headers[wire.H_ATTEMPT]
+    assert [r.event_id for r in receiver.received] == [event_id] * headers[wire.H_ATTEMPT]
+    assert 0.6 <= dead_after < 1.0 + 0.8, dead_after
+
+
 async def test_410_disables_and_parks_the_messages(endpoint_config, receiver: Receiver, publish) -> None:
     receiver.behaviour = always(410)
     config = await endpoint_config([{"name": "gone"}])
