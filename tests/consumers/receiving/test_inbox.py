@@ -10,6 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -28,6 +29,7 @@ from warren.broker import wire
 from warren.broker.management import ManagementClient
 from warren.consumers.receiving.inbox import Inbox
 from warren.consumers.receiving.receiver import build_receiver_app
+from warren.consumers.receiving.stores.base import SEEN_TABLE
 from warren.consumers.receiving.stores.sqlite import SqliteStore
 from warren.topology import names
 from warren.topology.config import ConfigError, WarrenConfig
@@ -71,6 +73,15 @@ class Rig:
 
 @pytest.fixture
 async def rig(make_config: Callable[..., WarrenConfig], amqp_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
+    async with running_rig(make_config, amqp_url, tmp_path) as built:
+        yield built
+
+
+@asynccontextmanager
+async def running_rig(
+    make_config: Callable[..., WarrenConfig], amqp_url: str, tmp_path: Path, **inbox: object
+) -> AsyncIterator[Rig]:
+    """The four sources on a real broker, an inbox on SQLite consuming them, a receiver app in front."""
     config = make_config(
         inbound=[
             _source("shop", "record"),
@@ -78,7 +89,7 @@ async def rig(make_config: Callable[..., WarrenConfig], amqp_url: str, tmp_path:
             _source("broken", "broken", retry={**FAST_RETRY, "base": "10ms", "max_attempts": 3}),
             _source("refuses", "refuses"),
         ],
-        inbox={"concurrency": 4},
+        inbox={"concurrency": 4, **inbox},
     )
     connection = await aio_pika.connect_robust(amqp_url)
     await declare_plan(connection, plan_topology(config))
@@ -209,3 +220,36 @@ def test_an_inbox_for_an_unknown_source_is_a_config_error(make_config: Callable[
     config = make_config(inbound=[_source("shop", "record")])
     with pytest.raises(ConfigError, match="no inbound source named nope"):
         Inbox(config, SqliteStore(":memory:"), sources=["nope"])
+
+
+async def remembered_ids(store: SqliteStore) -> int:
+    async with store.transaction() as tx:
+        rows = await tx.fetch(f"SELECT count(*) FROM {SEEN_TABLE}")
+    return int(rows[0][0])
+
+
+async def test_the_periodic_purge_forgets_expired_ids(
+    make_config: Callable[..., WarrenConfig], amqp_url: str, tmp_path: Path
+) -> None:
+    # Given an inbox remembering ids for 300 ms, purging every 200 ms in batches of 2
+    retention, interval = 0.3, 0.2
+    async with running_rig(
+        make_config, amqp_url, tmp_path, retention=f"{retention}s", purge_interval=f"{interval}s", purge_batch=2
+    ) as rig:
+        # When 5 events are applied
+        ids = [new_id() for _ in range(5)]
+        for event_id in ids:
+            assert await rig.post("shop", {"id": event_id}) == 202
+        await rig.wait_for(lambda: rig.inbox.stats["applied"] == 5)
+        applied_at = time.monotonic()
+        assert await remembered_ids(rig.store) == 5
+        # Then, without anyone asking, every id is gone once expired and one purge round later (5 ids, batches
+        # of 2: one round deletes them all)
+        while (left := await remembered_ids(rig.store)) and time.monotonic() - applied_at < 5:
+            await asyncio.sleep(0.02)
+        forgotten_after = time.monotonic() - applied_at
+        assert left == 0
+        assert retention - 0.05 <= forgotten_after < retention + interval + 0.5, forgotten_after
+        # And an event seen again after its id was forgotten is applied again (what retention trades away)
+        assert await rig.post("shop", {"id": ids[0]}) == 202
+        await rig.wait_for(lambda: rig.inbox.stats["applied"] == 6)
