@@ -25,7 +25,7 @@ from warren.topology.config import WarrenConfig
 from warren.topology.plan import Plan
 from warren.topology.planner import DELIVERY_LIMIT, plan_topology
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 ENDPOINTS = [
     {"name": "acme", "url": "http://127.0.0.1:9/acme", "events": ["a.*"]},

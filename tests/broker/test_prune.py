@@ -10,7 +10,7 @@ import pytest
 from warren.broker.drift import Leftover
 from warren.broker.prune import prune
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(30)]
+pytestmark = pytest.mark.timeout(30)
 
 
 async def test_a_queue_exclusive_to_another_connection_is_kept_not_an_error(make_config: Any) -> None:

@@ -62,8 +62,8 @@ def from_environment() -> RabbitServer | None:
 def rabbitmqctl_command() -> list[str] | None:
     """The ``rabbitmqctl`` that addresses the broker under test, or None (tests that need it skip).
 
-    $WARREN_TEST_RABBITMQCTL when set (``off``: none; ``scripts/rabbitmq4 env`` prints the 4.x node's); otherwise the one on
-    PATH, only when the broker under test is this machine's default node (AMQP port 5672): a test must never
+    $WARREN_TEST_RABBITMQCTL when set (``off``: none; ``scripts/rabbitmq4 env`` prints the 4.x node's); otherwise
+    the one on PATH, only when the broker under test is this machine's default node (AMQP port 5672): a test must never
     restart a node other than the one it tests.
     """
     configured = os.environ.get(RABBITMQCTL_ENV, "").strip()

@@ -19,7 +19,7 @@ from warren.broker.events import Event
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+pytestmark = pytest.mark.timeout(240)
 
 LISTINGS = 50  # well past 4.x's default limit of 20
 

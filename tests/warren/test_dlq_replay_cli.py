@@ -16,7 +16,7 @@ from warren.broker.events import Event
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 async def test_five_whole_dlq_replays_in_a_row_each_complete_quickly(

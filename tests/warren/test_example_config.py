@@ -9,7 +9,7 @@ import pytest
 from tests.support.cli import warren
 from tests.support.rabbit import RabbitServer
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(90)]
+pytestmark = pytest.mark.timeout(90)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "warren.toml"
 

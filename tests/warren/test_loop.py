@@ -110,7 +110,6 @@ async def _spawn(command: str, config: Path, log: Path) -> asyncio.subprocess.Pr
         )  # fmt: skip
 
 
-@pytest.mark.broker
 @pytest.mark.timeout(90)
 async def test_worker_api_receive_and_inbox_run_on_uvloop(
     make_config: Callable[..., WarrenConfig], tmp_path: Path

@@ -18,7 +18,7 @@ from warren.broker.management import ManagementClient
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture

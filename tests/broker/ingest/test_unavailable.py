@@ -8,6 +8,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+
 from tests.broker.ingest.conftest import ApiServer
 from tests.support.tcp_proxy import TcpProxy
 from warren.broker.ingest.app import LINK

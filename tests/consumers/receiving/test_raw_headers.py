@@ -21,7 +21,7 @@ from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 from warren.topology.secrets import WebhookSecret
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(30)]
+pytestmark = pytest.mark.timeout(30)
 
 BODY = b'{"id": "e-1", "update_id": 7, "type": "order.paid", "data": {}}'
 
