@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -76,7 +77,8 @@ class _Watched(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # Not an isinstance check: uvloop's TCP transports do not derive from asyncio.Transport.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         self._guard.opened(transport)
         self._inner.connection_made(transport)
@@ -104,7 +106,7 @@ class _Refused(asyncio.Protocol):
     """The answer past the connection cap: 503, then close."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)
         transport.write(_BUSY)
         transport.close()
 
@@ -147,7 +149,7 @@ class ConnectionGuard:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """The head is in: no deadline while the handler runs; a fresh one for the next request after it."""
         transport = request.transport
-        watch = self._watches.get(transport) if isinstance(transport, asyncio.Transport) else None
+        watch = self._watches.get(transport) if transport is not None else None
         if watch is None:
             return await handler(request)
         watch.disarm()

@@ -8,7 +8,21 @@ classification, the health and limits gates, the metrics) live in their own modu
 
 from __future__ import annotations
 
+import typing as _typing
+
 from warren.consumers.transport import SendResult, Transport
-from warren.consumers.worker import Worker
+
+if _typing.TYPE_CHECKING:
+    from warren.consumers.worker import Worker
 
 __all__ = ["SendResult", "Transport", "Worker"]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    # The worker (and through it aiohttp) loads on first use, so that importing one transport-neutral module
+    # of this package (the decision, the settling, the health gates) does not pull HTTP in.
+    if name == "Worker":
+        from warren.consumers.worker import Worker
+
+        return Worker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -41,11 +41,49 @@ async def _announced(coroutine: Coroutine[Any, Any, T]) -> T:
     return await coroutine
 
 
+# How long leftover tasks get to finish once the command's coroutine has returned. A task that swallows its
+# cancellation (aio-pika's reconnect loop does, while a broker does not answer) would otherwise hold the
+# process forever after the command said it stopped: past this bound it is abandoned with the loop.
+CLEANUP_SECONDS = 1.0
+
+
 def run_on_best_loop(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run ``coroutine`` to completion on uvloop if installed, else on asyncio's loop, as ``asyncio.run`` would.
 
-    ``asyncio.Runner`` because ``asyncio.run`` takes a loop factory only from Python 3.12. Ctrl-C cancels the
-    coroutine, and leftover tasks and async generators are finalised, exactly as with ``asyncio.run``.
+    Unlike ``asyncio.run`` the clean-up is bounded: leftover tasks are cancelled and given
+    :data:`CLEANUP_SECONDS` to finish, then abandoned with a warning, so that a process always exits once its
+    command has returned. The commands that use it install their own SIGTERM and SIGINT handlers.
     """
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(_announced(coroutine))
+    factory = loop_factory() or asyncio.new_event_loop
+    loop = factory()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(_announced(coroutine))
+    finally:
+        try:
+            _cancel_leftovers(loop)
+            loop.run_until_complete(_bounded(loop.shutdown_asyncgens()))
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+async def _bounded(awaitable: Coroutine[Any, Any, None]) -> None:
+    try:
+        await asyncio.wait_for(awaitable, CLEANUP_SECONDS)
+    except TimeoutError:
+        log.warning("async generators not finalised within %gs: abandoned", CLEANUP_SECONDS)
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLEANUP_SECONDS))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a leftover task ended with %r", task.exception())
+    if pending:
+        log.warning("%d task(s) did not finish within %gs of shutdown: abandoned", len(pending), CLEANUP_SECONDS)
