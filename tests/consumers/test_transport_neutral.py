@@ -17,6 +17,7 @@ NEUTRAL = [
     "warren.consumers.health.breaker",
     "warren.consumers.health.guard",
     "warren.consumers.health.control",
+    "warren.consumers.health.state_sync",
 ]
 HTTP = ("aiohttp", "warren.consumers.http_transport", "warren.consumers.classify", "warren.consumers.egress")
 
