@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import aiohttp
 
@@ -57,7 +56,12 @@ def http_result(
     excerpt: str = "",
     retry_statuses: frozenset[int] | tuple[int, ...] = (),
 ) -> SendResult:
-    """An HTTP answer (or the lack of one) as a transport-neutral result: classified, Retry-After parsed once."""
+    """An HTTP answer (or the lack of one) as a transport-neutral result: classified, Retry-After parsed once.
+
+    An error text never carries the URL's credentials: aiohttp's messages quote the URL, so it is redacted here,
+    where every error result is made."""
+    if error is not None:
+        error = redact_urls(error)
     verdict = classify(status, error, retry_statuses)
     return SendResult(
         verdict.outcome,
@@ -73,7 +77,8 @@ def http_result(
 
 
 def _refused(error: str, duration: float) -> SendResult:
-    # Retrying cannot help until the configuration changes: dead-letter with the reason.
+    # Retrying cannot help until the configuration changes: dead-letter with the reason (credentials redacted).
+    error = redact_urls(error)
     return SendResult(Outcome.DEAD, error, error=error, duration=duration, refused=True)
 
 
@@ -122,26 +127,7 @@ class HttpTransport:
         connect_timeout: float,
         retry_statuses: frozenset[int] = frozenset(),
     ) -> SendResult:
-        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read.
-
-        An error text never carries the URL's credentials (aiohttp's messages quote the URL)."""
-        result = await self._post(
-            url, body, headers, timeout=timeout, connect_timeout=connect_timeout, retry_statuses=retry_statuses
-        )
-        if result.error is None:
-            return result
-        return replace(result, reason=redact_urls(result.reason), error=redact_urls(result.error))
-
-    async def _post(
-        self,
-        url: str,
-        body: bytes,
-        headers: dict[str, str],
-        *,
-        timeout: float,
-        connect_timeout: float,
-        retry_statuses: frozenset[int],
-    ) -> SendResult:
+        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read."""
         started = time.monotonic()
         try:
             if not self._allow_private:
