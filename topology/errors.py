@@ -12,6 +12,8 @@ WarrenError
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
 ├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
+├── LiveApplyError           a live endpoint change cannot be applied to RabbitMQ as asked
+│   └── EndpointNotEmpty     the endpoint's queues hold messages: removing or re-laying them out is refused
 ├── ManagementError          the management HTTP API refused or failed a request
 ├── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
 ├── ApiError                 (broker.ingest.errors) an ingest API error response: status, code, message
@@ -33,7 +35,9 @@ from __future__ import annotations
 
 __all__ = [
     "BrokerUnavailable",
+    "EndpointNotEmpty",
     "EventError",
+    "LiveApplyError",
     "ManagementError",
     "PublishError",
     "ReplayError",
@@ -70,6 +74,18 @@ class BrokerUnavailable(WarrenError):
 
 class TopologyError(WarrenError):
     """The broker's objects differ from the plan, or a needed plugin is missing."""
+
+
+class LiveApplyError(WarrenError):
+    """A live endpoint change (``warren.broker.live_apply``) cannot be applied as asked; nothing was changed."""
+
+
+class EndpointNotEmpty(LiveApplyError):
+    """The endpoint's queues hold messages: ``queues`` maps each queue that does to its ready-message count."""
+
+    def __init__(self, message: str, queues: dict[str, int]) -> None:
+        super().__init__(message)
+        self.queues = queues
 
 
 class ManagementError(WarrenError):
