@@ -1,4 +1,4 @@
-"""Events from JSON lines (``{"type", "data", "id"?, "key"?, "sequence"?}`` per line), with line numbers."""
+"""Events from JSON lines (``{"type", "data", "id"?, "key"?, "sequence"?, "tenant"?}`` per line), with line numbers."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from warren.topology.errors import EventError
 
 __all__ = ["BadLine", "aread_event_lines", "event_from_fields", "parse_event_line", "read_event_lines"]
 
-_FIELDS = {"type", "data", "id", "key", "sequence"}
+_FIELDS = {"type", "data", "id", "key", "sequence", "tenant"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def event_from_fields(fields: dict[str, Any]) -> Event:
     if "data" not in fields:
         raise EventError("'data' is required")
     kwargs: dict[str, Any] = {"type": fields["type"], "data": fields["data"]}
-    for name, kind in (("id", str), ("key", str), ("sequence", int)):
+    for name, kind in (("id", str), ("key", str), ("sequence", int), ("tenant", str)):
         value = fields.get(name)
         if value is None:
             continue

@@ -13,9 +13,23 @@ import orjson
 from aio_pika import DeliveryMode, Message
 
 from warren.broker import wire
+from warren.topology import names
+from warren.topology.config_fields import TENANT_PATTERN, TENANT_RULE
 from warren.topology.errors import EventError
 
-__all__ = ["EVENT_ID_PATTERN", "EVENT_TYPE_PATTERN", "Event", "encode_event", "new_event_id", "validate_event_type"]
+__all__ = [
+    "EVENT_ID_PATTERN",
+    "EVENT_TYPE_PATTERN",
+    "TENANT_PATTERN",
+    "Event",
+    "encode_event",
+    "new_event_id",
+    "validate_event_type",
+    "validate_tenant",
+]
+
+_TENANT = re.compile(TENANT_PATTERN)
+MAX_ROUTING_KEY = 255  # bytes: AMQP's short string
 
 # Also the ingest API's JSON schema patterns (pydantic's and OpenAPI's). Python applies them with fullmatch:
 # with re.match, "$" also matches before a trailing newline, and "x\n" would pass as an id.
@@ -39,9 +53,19 @@ def validate_event_type(event_type: str) -> str:
     return event_type
 
 
+def validate_tenant(tenant: str) -> str:
+    """A tenant is one word of the routing key (see names.tenant_routing_key): a short lowercase token."""
+    if not isinstance(tenant, str) or not _TENANT.fullmatch(tenant):
+        raise EventError(f"tenant {tenant!r}: {TENANT_RULE}")
+    return tenant
+
+
 @dataclass(frozen=True)
 class Event:
-    """One event: ``type`` routes it, ``id`` becomes the ``webhook-id``, ``key`` orders it per endpoint."""
+    """One event: ``type`` routes it, ``id`` becomes the ``webhook-id``, ``key`` orders it per endpoint.
+
+    ``tenant``, when set, sends it only to that tenant's endpoints (and platform endpoints with ``all_tenants``).
+    """
 
     type: str
     data: Any
@@ -49,9 +73,16 @@ class Event:
     key: str | None = None
     sequence: int | None = None
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         validate_event_type(self.type)
+        if self.tenant is not None:
+            validate_tenant(self.tenant)
+            if len(self.routing_key.encode()) > MAX_ROUTING_KEY:
+                raise EventError(
+                    f"tenant and event type together make a routing key over {MAX_ROUTING_KEY} bytes: shorten one"
+                )
         if not _EVENT_ID.fullmatch(self.id):
             raise EventError(f"event id {self.id!r} must be 1-200 letters, digits, '_', '-', '.' or ':'")
         if self.key is not None and not 0 < len(self.key.encode()) <= 200:
@@ -60,6 +91,11 @@ class Event:
             raise EventError(f"ordering key {self.key!r} holds control characters")
         if self.sequence is not None and (isinstance(self.sequence, bool) or self.sequence < 0):
             raise EventError("sequence is a non-negative integer")
+
+    @property
+    def routing_key(self) -> str:
+        """The key it is published with: its type, after its tenant when it names one."""
+        return self.type if self.tenant is None else names.tenant_routing_key(self.tenant, self.type)
 
     def envelope(self) -> dict[str, Any]:
         """The Standard Webhooks payload: exactly what the endpoint receives as the JSON body."""
@@ -73,6 +109,8 @@ class Event:
             body["key"] = self.key
         if self.sequence is not None:
             body["sequence"] = self.sequence
+        if self.tenant is not None:
+            body["tenant"] = self.tenant
         return body
 
 
@@ -90,6 +128,8 @@ def encode_event(event: Event, max_payload: int | None = None) -> Message:
     }
     if event.sequence is not None:
         headers[wire.H_SEQUENCE] = event.sequence
+    if event.tenant is not None:
+        headers[wire.H_TENANT] = event.tenant
     return Message(
         body,
         message_id=event.id,

@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+from prometheus_client import Counter
 
-from warren.broker.confirm import one_at_a_time, publish_confirmed
+from warren.broker.confirm import missing, one_at_a_time, publish_confirmed
 from warren.broker.events import Event, encode_event
 from warren.topology import names
-from warren.topology.errors import PublishError
+from warren.topology.errors import PublishError, UnroutableError
 
-__all__ = ["DEFAULT_WINDOW", "PublishReport", "Publisher"]
+__all__ = ["DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
+
+log = logging.getLogger("warren.publisher")
 
 DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
+
+# A tenant's event that no endpoint takes is accepted (a tenant without endpoints yet is normal on a platform),
+# and counted here: in the process's default registry, which ``warren api`` and any embedding app export.
+TENANT_EVENTS_UNROUTED = Counter(
+    "warren_tenant_events_unrouted",
+    "Events published for a tenant that no endpoint subscribes to (accepted, delivered to no one).",
+    ["tenant"],
+)
 
 
 @dataclass
@@ -29,10 +43,19 @@ class PublishReport:
 class Publisher:
     """Publishes events to the events exchange and waits for RabbitMQ's confirm of each one."""
 
-    def __init__(self, channel: AbstractChannel, exchange: AbstractExchange, max_payload: int | None) -> None:
+    def __init__(
+        self,
+        channel: AbstractChannel,
+        exchange: AbstractExchange,
+        max_payload: int | None,
+        tenants: AbstractExchange | None = None,
+    ) -> None:
+        """``tenants`` is the tenants exchange; None when the broker has none (a topology set up before tenants)."""
         self._channel = channel
         self._exchange = exchange
+        self._tenants = tenants
         self._max_payload = max_payload
+        self.unrouted_tenant_events = 0  # this publisher's share of TENANT_EVENTS_UNROUTED
         # Publishes of one id on this channel go one after the other (see one_at_a_time).
         self._in_flight: dict[str, asyncio.Future[None]] = {}
 
@@ -40,7 +63,18 @@ class Publisher:
     async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         exchange = await channel.get_exchange(names.events_exchange(prefix), ensure=False)
-        return cls(channel, exchange, max_payload)
+        tenants: AbstractExchange | None = None
+        # Checked on a channel of its own: a missing exchange closes the channel that asked.
+        probe = await connection.channel()
+        try:
+            await probe.get_exchange(names.tenants_exchange(prefix), ensure=True)
+            tenants = await channel.get_exchange(names.tenants_exchange(prefix), ensure=False)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            log.warning("%s", missing("exchange", names.tenants_exchange(prefix)) + " (events for a tenant fail)")
+        finally:
+            with contextlib.suppress(Exception):
+                await probe.close()
+        return cls(channel, exchange, max_payload, tenants)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -48,15 +82,38 @@ class Publisher:
     async def publish(self, event: Event) -> str:
         """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
         message = encode_event(event, self._max_payload)
-        async with one_at_a_time(self._in_flight, event.id):
-            await publish_confirmed(
-                self._exchange,
-                message,
-                event.type,
-                what=f"event {event.id}",
-                event_id=event.id,
-                unroutable=f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+        if event.tenant is None:
+            exchange = self._exchange
+        elif self._tenants is not None:
+            exchange = self._tenants
+        else:
+            raise PublishError(
+                f"event {event.id} names a tenant, but the tenants exchange does not exist: run `warren setup`",
+                event.id,
             )
+        async with one_at_a_time(self._in_flight, event.id):
+            try:
+                await publish_confirmed(
+                    exchange,
+                    message,
+                    event.routing_key,
+                    what=f"event {event.id}",
+                    event_id=event.id,
+                    unroutable=f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+                )
+            except UnroutableError:
+                if event.tenant is None:
+                    raise
+                # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
+                self.unrouted_tenant_events += 1
+                TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
+                log.info(
+                    "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
+                    event.id,
+                    event.tenant,
+                    event.type,
+                    extra={"tenant": event.tenant, "event_id": event.id},
+                )
         return event.id
 
     async def publish_many(

@@ -24,6 +24,7 @@ from warren.topology.config_fields import (
     EventPattern,
     PositiveDuration,
     Secrets,
+    Tenant,
     _Frozen,
 )
 from warren.topology.env_overrides import override_problems, override_variables
@@ -68,6 +69,8 @@ class Endpoint(_Frozen):
     url: str
     secret: Secrets = Field(repr=False)
     events: tuple[EventPattern, ...] = Field(min_length=1)
+    tenant: Tenant | None = Field(default=None, description="receive only this tenant's events")
+    all_tenants: bool = Field(default=False, description="without a tenant: also receive every tenant's events")
     ordering: Literal["none", "key"] = "none"
     partitions: int | None = Field(default=None, ge=1, le=256)
     concurrency: int = Field(default=16, ge=1, le=2048)
@@ -115,6 +118,8 @@ class Endpoint(_Frozen):
     def _partitions_match_ordering(self) -> Endpoint:
         if self.ordering == "none" and self.partitions not in (None, 1):
             raise ValueError("partitions applies only to ordering = 'key'")
+        if self.tenant is not None and self.all_tenants:
+            raise ValueError("all_tenants applies only to an endpoint without a tenant")
         if self.burst is not None and self.rate_limit is None:
             raise ValueError("burst applies only with a rate_limit")
         return self

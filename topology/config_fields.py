@@ -25,6 +25,19 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+# A tenant is one word of a routing key (no '.', '*' or '#'): the same token as an endpoint name.
+TENANT_PATTERN = _NAME.pattern
+TENANT_RULE = "a tenant is a token of lowercase letters, digits, '-' and '_' (at most 63)"
+
+
+def check_tenant(value: str) -> str:
+    """``value`` when it is a valid tenant name; ValueError naming the rule otherwise."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ValueError(f"{value!r}: {TENANT_RULE}")
+    return value
+
+
+Tenant = Annotated[str, AfterValidator(check_tenant)]
 _PATTERN_WORD = re.compile(r"^(?:\*|#|[A-Za-z0-9_\-:/]+)$")
 
 

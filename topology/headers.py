@@ -32,6 +32,7 @@ __all__ = [
     "H_SEQUENCE",
     "H_SHOVELLED",
     "H_SOURCE",
+    "H_TENANT",
     "NO_CONTROL_PATTERN",
     "RABBITMQ_DEATH_HEADERS",
     "header_history",
@@ -49,6 +50,7 @@ H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when 
 H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
 H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
+H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"
 H_HISTORY = "warren-history"  # JSON list of the last few attempts, bounded

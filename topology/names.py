@@ -14,6 +14,8 @@ __all__ = [
     "delay_queue",
     "dlq",
     "endpoint_exchange",
+    "endpoints_exchange",
+    "endpoints_stream",
     "events_exchange",
     "health_roster",
     "inbound_dead_key",
@@ -27,6 +29,8 @@ __all__ = [
     "probe_lock",
     "queue_endpoint",
     "state_queue",
+    "tenant_routing_key",
+    "tenants_exchange",
     "work_queue",
 ]
 
@@ -34,6 +38,16 @@ __all__ = [
 def events_exchange(prefix: str) -> str:
     """Where producers publish; routing key = event type."""
     return f"{prefix}.events"
+
+
+def tenants_exchange(prefix: str) -> str:
+    """Where events that name a tenant are published; routing key = ``<tenant>.<event type>``."""
+    return f"{prefix}.tenants"
+
+
+def tenant_routing_key(tenant: str, key: str) -> str:
+    """The routing key (or binding pattern) of ``key`` for ``tenant`` on the tenants exchange: the tenant first."""
+    return f"{tenant}.{key}"
 
 
 def endpoint_exchange(prefix: str, endpoint: str) -> str:
@@ -109,6 +123,16 @@ def control_exchange(prefix: str) -> str:
 def state_queue(prefix: str) -> str:
     """Durable last-value store of endpoint states, read by workers that start later."""
     return f"{prefix}.state"
+
+
+def endpoints_exchange(prefix: str) -> str:
+    """Fanout exchange on which live endpoint configurations are announced to every worker."""
+    return f"{prefix}.endpoints"
+
+
+def endpoints_stream(prefix: str) -> str:
+    """The stream that remembers live endpoint configurations (latest record per endpoint wins)."""
+    return f"{prefix}.endpoints.log"
 
 
 def health_roster(prefix: str, endpoint: str) -> str:

@@ -8,7 +8,16 @@ from warren.topology.delays import level_count
 from warren.topology.headers import H_KEY
 from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
 
-__all__ = ["DELIVERY_LIMIT", "HASH_HEADER", "consumed_queues", "delay_levels", "plan_topology", "queue_arguments"]
+__all__ = [
+    "DELIVERY_LIMIT",
+    "HASH_HEADER",
+    "consumed_queues",
+    "delay_levels",
+    "endpoint_plan",
+    "plan_topology",
+    "queue_arguments",
+    "subscription_bindings",
+]
 
 # The consistent-hash exchange hashes this header, never the routing key: the routing key is the event
 # type, and hashing it would put every event of a type in one partition. The publisher always sets it
@@ -79,11 +88,34 @@ def _backstop(prefix: str, qtype: str, dead_key: str) -> Arguments:
     return queue_arguments(qtype, dead_letter_exchange=names.dead_exchange(prefix), dead_letter_routing_key=dead_key)
 
 
+def subscription_bindings(prefix: str, endpoint: Endpoint) -> list[Binding]:
+    """What feeds ``endpoint``'s exchange: its event patterns, bound where its events are published.
+
+    Tenant-less events go to the events exchange keyed by type (as before tenants existed); events that name
+    a tenant go to the tenants exchange keyed ``<tenant>.<type>``. A tenant's endpoint binds ``<tenant>.<pattern>``
+    there and nothing on the events exchange; a platform endpoint binds its patterns on the events exchange
+    and, with ``all_tenants``, ``*.<pattern>`` on the tenants exchange (``*`` is exactly one word: any tenant).
+    """
+    ex_name = names.endpoint_exchange(prefix, endpoint.name)
+    tenants = names.tenants_exchange(prefix)
+    if endpoint.tenant is not None:
+        return [
+            Binding(tenants, ex_name, "exchange", names.tenant_routing_key(endpoint.tenant, pattern))
+            for pattern in endpoint.events
+        ]
+    bindings = [Binding(names.events_exchange(prefix), ex_name, "exchange", pattern) for pattern in endpoint.events]
+    if endpoint.all_tenants:
+        bindings += [
+            Binding(tenants, ex_name, "exchange", names.tenant_routing_key("*", pattern)) for pattern in endpoint.events
+        ]
+    return bindings
+
+
 def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     prefix, qtype = config.broker.prefix, config.broker.queue_type
     backstop = _backstop(prefix, qtype, endpoint.name)
     ex_name = names.endpoint_exchange(prefix, endpoint.name)
-    bindings = [Binding(names.events_exchange(prefix), ex_name, "exchange", pattern) for pattern in endpoint.events]
+    bindings = subscription_bindings(prefix, endpoint)
     queues: list[Queue] = []
     if endpoint.ordering == "key":
         exchange = Exchange(ex_name, "x-consistent-hash", {"hash-header": HASH_HEADER})
@@ -175,12 +207,41 @@ def _health_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Bind
     return [control], [state], [Binding(control.name, state.name, "queue")]
 
 
+# The endpoints stream holds full endpoint configurations (a few hundred bytes to a few KB each); workers
+# re-append the latest record of every live endpoint hourly (consumers/live_endpoints.py), so retention only
+# ever drops superseded ones.
+ENDPOINTS_STREAM_MAX_BYTES = 64 * 1024 * 1024
+ENDPOINTS_STREAM_SEGMENT_BYTES = 4 * 1024 * 1024
+
+
+def _live_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    """Live endpoints: the exchange their configurations are announced on, and the stream that remembers them."""
+    announce = Exchange(names.endpoints_exchange(prefix), "fanout")
+    stream = Queue(
+        names.endpoints_stream(prefix),
+        {
+            "x-queue-type": "stream",
+            "x-max-length-bytes": ENDPOINTS_STREAM_MAX_BYTES,
+            "x-stream-max-segment-size-bytes": ENDPOINTS_STREAM_SEGMENT_BYTES,
+        },
+        role="live endpoint configurations (stream)",
+    )
+    return [announce], [stream], [Binding(announce.name, stream.name, "queue")]
+
+
+def endpoint_plan(config: WarrenConfig, endpoint: Endpoint) -> Plan:
+    """The objects of one endpoint alone (its exchange, queues and bindings): what a live apply declares."""
+    exchanges, queues, bindings = _endpoint_objects(config, endpoint)
+    return Plan(tuple(exchanges), tuple(queues), tuple(bindings), delay_levels(config))
+
+
 def plan_topology(config: WarrenConfig) -> Plan:
     """Every exchange, queue and binding the configuration needs."""
     prefix, qtype = config.broker.prefix, config.broker.queue_type
     levels = delay_levels(config)
     exchanges = [
         Exchange(names.events_exchange(prefix), "topic"),
+        Exchange(names.tenants_exchange(prefix), "topic"),
         Exchange(names.dead_exchange(prefix), "direct"),
         Exchange(names.operator_exchange(prefix), "topic"),
     ]
@@ -195,8 +256,9 @@ def plan_topology(config: WarrenConfig) -> Plan:
         q, b = _inbound_objects(config, source)
         queues += q
         bindings += b
-    e, q, b = _health_objects(prefix)
-    exchanges += e
-    queues += q
-    bindings += b
+    for objects in (_health_objects(prefix), _live_objects(prefix)):
+        e, q, b = objects
+        exchanges += e
+        queues += q
+        bindings += b
     return Plan(tuple(exchanges), tuple(queues), tuple(bindings), levels)

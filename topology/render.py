@@ -128,17 +128,25 @@ class _Builder:
         self.shown.add(name)
 
     def events(self, root: Tree) -> None:
-        name = names.events_exchange(self.prefix)
-        exchange = self.exchanges.get(name)
-        if exchange is None:
-            return
-        self.shown.add(name)
-        node = root.add(_label(name, exchange.type, "producers publish here; routing key = event type"))
-        patterns: dict[str, list[str]] = {}
-        for binding in _from(self.plan.bindings, name):
-            patterns.setdefault(binding.destination, []).append(binding.routing_key)
-        for destination, keys in patterns.items():
-            self.endpoint(node, destination, keys)
+        """The two exchanges producers publish to: tenant-less events, then events that name a tenant."""
+        sources = (
+            (names.events_exchange(self.prefix), "producers publish here; routing key = event type"),
+            (names.tenants_exchange(self.prefix), "events for a tenant; routing key = <tenant>.<event type>"),
+        )
+        for name, detail in sources:
+            exchange = self.exchanges.get(name)
+            if exchange is None:
+                continue
+            self.shown.add(name)
+            node = root.add(_label(name, exchange.type, detail))
+            patterns: dict[str, list[str]] = {}
+            for binding in _from(self.plan.bindings, name):
+                patterns.setdefault(binding.destination, []).append(binding.routing_key)
+            for destination, keys in patterns.items():
+                if destination in self.shown:  # an all_tenants endpoint, drawn under the events exchange
+                    node.add(Text(", ".join(keys), style="magenta") + Text(f" → {destination} (above)"))
+                else:
+                    self.endpoint(node, destination, keys)
 
     def endpoint(self, parent: Tree, name: str, patterns: list[str]) -> None:
         exchange = self.exchanges.get(name)

@@ -126,7 +126,9 @@ def build_events(items: Sequence[EventIn], ids: Sequence[str], limits: Limits, *
     for index, (item, event_id) in enumerate(zip(items, ids, strict=True)):
         where = f"events[{index}]" if batch else "event"
         try:
-            event = Event(type=item.type, data=item.data, id=event_id, key=item.key, sequence=item.sequence)
+            event = Event(
+                type=item.type, data=item.data, id=event_id, key=item.key, sequence=item.sequence, tenant=item.tenant
+            )
             # The body encode_event will send, measured without building an AMQP message (a test holds them equal).
             size = len(orjson.dumps(event.envelope()))
         except (EventError, TypeError) as exc:

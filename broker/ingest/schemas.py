@@ -13,11 +13,12 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from warren.broker import wire
-from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
+from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, TENANT_PATTERN
 
 __all__ = [
     "EVENT_ID_PATTERN",
     "EVENT_TYPE_PATTERN",
+    "TENANT_PATTERN",
     "Accepted",
     "BatchAccepted",
     "BatchIn",
@@ -91,6 +92,13 @@ class EventIn(_In):
     )
     sequence: int | None = Field(
         default=None, ge=0, le=MAX_SEQUENCE, description="Producer's sequence number within `key`."
+    )
+    tenant: str | None = Field(
+        default=None,
+        pattern=TENANT_PATTERN,
+        description="The tenant the event is for: only its endpoints (and platform endpoints with `all_tenants`) "
+        "receive it. Accepted even when none subscribes (counted in `warren_tenant_events_unrouted_total`).",
+        examples=["acme"],
     )
 
     @field_validator("data")

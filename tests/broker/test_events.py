@@ -81,3 +81,31 @@ def test_control_characters_are_refused_at_publish(fields: dict[str, str], probl
     # A newline would reach the webhook-id header (aiohttp refuses it) and every log line that names the event
     with pytest.raises(EventError, match=problem):
         Event(**{"type": "order.paid", "data": {}, **fields})
+
+
+def test_a_tenant_leads_the_routing_key_and_joins_the_envelope() -> None:
+    event = Event(type="order.paid", data={}, tenant="acme")
+    message = encode_event(event)
+    assert event.routing_key == "acme.order.paid"
+    assert orjson.loads(message.body)["tenant"] == "acme"
+    assert (message.headers or {})[wire.H_TENANT] == "acme"
+    # and without a tenant nothing changes: no field, no header, the type alone routes it
+    plain = Event(type="order.paid", data={})
+    assert plain.routing_key == "order.paid" and "tenant" not in plain.envelope()
+    assert wire.H_TENANT not in (encode_event(plain).headers or {})
+
+
+@pytest.mark.parametrize("tenant", ["Acme", "a.b", "*", "#", "", "x" * 64, "-a"])
+def test_bad_tenants_are_refused(tenant: str) -> None:
+    with pytest.raises(EventError, match="tenant"):
+        Event(type="order.paid", data={}, tenant=tenant)
+
+
+def test_tenant_and_type_must_fit_one_routing_key() -> None:
+    with pytest.raises(EventError, match="255 bytes"):
+        Event(type="t" * 200, data={}, tenant="x" * 63)
+    [parsed, bad] = list(
+        read_event_lines(['{"type": "a", "data": 1, "tenant": "acme"}', '{"type": "a", "data": 1, "tenant": 7}'])
+    )
+    assert isinstance(parsed, Event) and parsed.tenant == "acme" and parsed.routing_key == "acme.a"
+    assert isinstance(bad, BadLine) and "'tenant' must be a str" in bad.reason

@@ -175,10 +175,10 @@ def test_dlqs_have_warrens_delivery_limit_and_no_ttl(plan: Plan) -> None:
 
 def test_classic_queue_type_is_used_everywhere_and_drops_quorum_only_arguments() -> None:
     plan = plan_topology(config(ACME, BILLING, broker={"queue_type": "classic"}))
-    # (except the endpoint-state stream: a stream whatever the queue type, for its non-destructive reads)
-    state = names.state_queue(P)
-    assert {q.arguments["x-queue-type"] for q in plan.queues if q.name != state} == {"classic"}
-    assert plan.queue(state).arguments["x-queue-type"] == "stream"
+    # (except the state and endpoints streams: streams whatever the queue type, for their non-destructive reads)
+    streams = {names.state_queue(P), names.endpoints_stream(P)}
+    assert {q.arguments["x-queue-type"] for q in plan.queues if q.name not in streams} == {"classic"}
+    assert {plan.queue(s).arguments["x-queue-type"] for s in streams} == {"stream"}
     delay = plan.queue(names.delay_queue(P, 0))
     assert "x-dead-letter-strategy" not in delay.arguments and "x-overflow" not in delay.arguments
     assert delay.arguments["x-dead-letter-exchange"] == names.delay_due_exchange(P)
@@ -207,7 +207,7 @@ def test_every_quorum_queue_declares_warrens_delivery_limit() -> None:
     # Then no quorum queue is left to the broker's default limit (20 on RabbitMQ 4.x): each names Warren's,
     # the largest the argument holds (-1 would drop at the first return on 3.10)
     quorum = [q for q in plan.queues if q.arguments["x-queue-type"] == "quorum"]
-    assert len(quorum) == len(plan.queues) - 1  # all but the state stream
+    assert len(quorum) == len(plan.queues) - 2  # all but the state and endpoints streams
     assert {q.arguments["x-delivery-limit"] for q in quorum} == {2**31 - 1}
 
 

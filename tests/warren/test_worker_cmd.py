@@ -58,9 +58,7 @@ async def test_endpoints_option_serves_only_those_and_logs_in_text_by_default(
     assert not any(line.lstrip().startswith("{") for line in lines)
 
 
-async def test_an_unknown_endpoint_is_a_usage_error(
-    endpoint_config: Callable[..., Any], tmp_path: Path
-) -> None:
+async def test_an_unknown_endpoint_is_a_usage_error(endpoint_config: Callable[..., Any], tmp_path: Path) -> None:
     config = await endpoint_config([{"name": "alpha"}])
     run = await warren("worker", "--config", str(write_config(tmp_path, config)), "--endpoints", "alpha,nope")
     assert run.code == 2 and "unknown endpoint(s): nope" in run.err and "Traceback" not in run.err

@@ -29,7 +29,8 @@ async def _publish_one(config: WarrenConfig, event: Event) -> None:
         await publisher.publish(event)
     finally:
         await connection.close()
-    console.print(f"published {event.id} ({event.type})", highlight=False)
+    for_tenant = f" for tenant {event.tenant}" if event.tenant else ""
+    console.print(f"published {event.id} ({event.type}){for_tenant}", highlight=False)
 
 
 async def _publish_file(config: WarrenConfig, source: str) -> int:
@@ -88,15 +89,18 @@ def publish(
     ] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Ordering key.")] = None,
     sequence: Annotated[int | None, typer.Option("--sequence", help="Producer sequence number.")] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Publish for this tenant: only its endpoints receive the event.")
+    ] = None,
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="JSON-lines file of events; '-' reads standard input.")
     ] = None,
 ) -> None:
-    """Publish events to the events exchange; each is confirmed by RabbitMQ or reported."""
+    """Publish events (for a tenant with --tenant); each is confirmed by RabbitMQ or reported."""
     cfg = load(config)
     if file is not None:
-        if event_type or data or event_id or key or sequence is not None:
-            fail("--file cannot be combined with --type/--data/--id/--key/--sequence", EXIT_USAGE)
+        if event_type or data or event_id or key or sequence is not None or tenant is not None:
+            fail("--file cannot be combined with --type/--data/--id/--key/--sequence/--tenant", EXIT_USAGE)
         if file != "-" and not Path(file).is_file():
             fail(f"--file {file}: no such file", EXIT_USAGE)
         raise typer.Exit(run(_publish_file(cfg, file)))
@@ -110,7 +114,14 @@ def publish(
     if duplicate is not None:
         fail("--data: " + DUPLICATE_KEY.format(duplicate), EXIT_USAGE)
     try:
-        fields = {"type": event_type, "data": parsed, "id": event_id, "key": key, "sequence": sequence}
+        fields = {
+            "type": event_type,
+            "data": parsed,
+            "id": event_id,
+            "key": key,
+            "sequence": sequence,
+            "tenant": tenant,
+        }
         event = event_from_fields(fields)
     except EventError as exc:
         fail(str(exc), EXIT_USAGE)
