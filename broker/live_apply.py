@@ -1,35 +1,344 @@
 """Live apply: one endpoint's RabbitMQ objects declared or removed at runtime, and the fleet told at once.
 
 The admin API calls these two functions after it changed its store; nothing here reads a database. Workers learn
-the change through RabbitMQ (``consumers/live_endpoints.py``): a record on the endpoints exchange, which every
-worker hears and the endpoints stream remembers (latest record per endpoint wins).
+the change through RabbitMQ (``consumers/live_endpoints.py``): a record on ``<prefix>.endpoints``, which every
+worker hears and the endpoints stream remembers (latest record per endpoint wins, broker/endpoint_records.py).
+
+Apply declares the planner's objects for the one endpoint (topology/planner.py ``endpoint_plan``), idempotently,
+drops the subscription bindings the new configuration no longer has (events or tenant changed), and only then
+announces: a worker that hears of the endpoint finds its queues there. A change of ordering or partitions is
+refused while the queues it would drop hold messages (as ``warren setup`` refuses a differing exchange).
+
+Remove announces first (workers stop consuming and hand back what they hold), deletes the endpoint's exchange (no
+event reaches it any more), waits for its consumers to go, then deletes its queues only when empty; with
+``force`` it first moves what is left into the endpoint's DLQ. The DLQ of an unordered endpoint stays, bound to
+catch retries still travelling the delay chain (``warren setup --prune`` deletes it once empty); an ordered
+endpoint's empty DLQ goes with it (its retries wait in place, never in the delay chain).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection
+
+from warren.broker import wire
+from warren.broker.applier import declare_plan
+from warren.broker.confirm import missing, publish_confirmed
+from warren.broker.connection import connect_once
+from warren.broker.endpoint_records import EndpointRecord
+from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueDepth, QueueProbe
+from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.errors import EndpointNotEmpty, LiveApplyError
+from warren.topology.delays import level_count
+from warren.topology.errors import EndpointNotEmpty, LiveApplyError, TopologyError
+from warren.topology.planner import consumed_queues, delay_levels, endpoint_plan, subscription_bindings
 
 __all__ = ["EndpointConfig", "EndpointNotEmpty", "LiveApplyError", "Settings", "apply_endpoint", "remove_endpoint"]
+
+log = logging.getLogger("warren.live_apply")
 
 # The names the admin side uses for the configuration types.
 Settings = WarrenConfig
 EndpointConfig = Endpoint
+
+# How long remove waits, past the workers' grace period, for the endpoint's consumers to go.
+CONSUMERS_GONE_SLACK = 2.0
+POLL = 0.02
+REMOVED_REASON = "endpoint removed with force"
+
+
+def _by() -> str:
+    return f"live-apply@{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What the broker holds of an endpoint now: its consumed queues' ready counts, its DLQ's, its exchange."""
+
+    consumed: dict[str, int]
+    dlq: int | None
+    exchange: bool
+
+    @property
+    def exists(self) -> bool:
+        return self.exchange or bool(self.consumed) or self.dlq is not None
+
+
+async def _layout(probe: QueueProbe, prefix: str, name: str) -> _Layout:
+    consumed: dict[str, int] = {}
+    work = await probe.depth(names.work_queue(prefix, name))
+    if work is not None:
+        consumed[work.name] = work.ready
+    for index in range(256):
+        partition = await probe.depth(names.partition_queue(prefix, name, index))
+        if partition is None:
+            break
+        consumed[partition.name] = partition.ready
+    dlq = await probe.depth(names.dlq(prefix, name))
+    exchange = await probe.exchange_exists(names.endpoint_exchange(prefix, name))
+    return _Layout(consumed, dlq.ready if dlq else None, exchange)
+
+
+def _check_delays(settings: WarrenConfig, endpoint: Endpoint) -> None:
+    needed = level_count(endpoint.retry_policy(settings.retry).longest_delay)
+    have = delay_levels(settings)
+    if needed > have:
+        raise LiveApplyError(
+            f"endpoint {endpoint.name!r}: its retry policy waits up to "
+            f"{endpoint.retry_policy(settings.retry).longest_delay:g}s, longer than the delay chain set up for "
+            f"this deployment reaches ({have} levels); lower its retry cap/schedule, or raise [retry] cap in the "
+            "configuration and run `warren setup`"
+        )
+
+
+async def _announce(connection: AbstractConnection, prefix: str, record: EndpointRecord) -> None:
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    try:
+        try:
+            exchange = await channel.get_exchange(names.endpoints_exchange(prefix), ensure=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise TopologyError(missing("exchange", names.endpoints_exchange(prefix))) from None
+        await publish_confirmed(exchange, record.to_message(), "", what=f"the record of endpoint {record.endpoint}")
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+
+async def _stale_subscriptions(settings: WarrenConfig, endpoint: Endpoint) -> list[tuple[str, str]]:
+    """(source, key) of bindings feeding the endpoint's exchange that its configuration no longer has."""
+    prefix = settings.broker.prefix
+    wanted = {(b.source, b.routing_key) for b in subscription_bindings(prefix, endpoint)}
+    sources = {names.events_exchange(prefix), names.tenants_exchange(prefix)}
+    async with ManagementClient.from_settings(settings.broker) as api:
+        found = await api.bindings_to_exchange(names.endpoint_exchange(prefix, endpoint.name))
+    return sorted(
+        {
+            (b["source"], b.get("routing_key", ""))
+            for b in found
+            if b.get("source") in sources and (b["source"], b.get("routing_key", "")) not in wanted
+        }
+    )
 
 
 async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
     """Declare ``endpoint``'s exchange, bindings and queues (idempotent), then announce it to every worker.
 
     Raises EndpointNotEmpty when the change moves ordering or partitions of queues that hold messages,
-    LiveApplyError when it cannot be applied otherwise, BrokerUnavailable when RabbitMQ cannot be reached.
+    LiveApplyError when it cannot be applied otherwise, TopologyError when the broker refuses an object (or
+    ``warren setup`` never ran), BrokerUnavailable or ManagementError when RabbitMQ cannot be reached.
     """
-    raise NotImplementedError
+    _check_delays(settings, endpoint)
+    prefix = settings.broker.prefix
+    plan = endpoint_plan(settings, endpoint)
+    stale = await _stale_subscriptions(settings, endpoint)
+    connection = await connect_once(settings.broker.url, name="warren-live-apply")
+    try:
+        probe = QueueProbe(connection)
+        try:
+            before = await _layout(probe, prefix, endpoint.name)
+        finally:
+            await probe.close()
+        wanted = set(consumed_queues(prefix, endpoint))
+        dropped = {q: n for q, n in before.consumed.items() if q not in wanted}
+        if dropped:
+            await _relayout(connection, settings, endpoint, dropped)
+        await declare_plan(connection, plan)
+        if stale:
+            await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
+        await _announce(connection, prefix, EndpointRecord.applying(endpoint, _by()))
+        if dropped:
+            await _retire(connection, settings, endpoint.name, list(dropped), force=False)
+    finally:
+        await connection.close()
+
+
+async def _relayout(
+    connection: AbstractConnection, settings: WarrenConfig, endpoint: Endpoint, dropped: dict[str, int]
+) -> None:
+    """The endpoint's queues change (ordering or partitions): refused while a queue to drop holds messages."""
+    prefix = settings.broker.prefix
+    busy = {q: n for q, n in dropped.items() if n}
+    if busy:
+        held = ", ".join(f"{q} ({n})" for q, n in sorted(busy.items()))
+        raise EndpointNotEmpty(
+            f"endpoint {endpoint.name!r}: changing its ordering or partitions would drop queues that hold messages "
+            f"({held}); let them drain (pause producers or the endpoint's events) and apply again",
+            busy,
+        )
+    exchange = names.endpoint_exchange(prefix, endpoint.name)
+    channel = await connection.channel()
+    try:
+        # A new exchange type cannot be declared over the old one; the consistent-hash exchange of a new
+        # partition count keeps its type, and unbinding the dropped partitions is enough.
+        partitions_only = endpoint.ordering == "key" and all(".p" in q.rsplit(".", 1)[-1][:2] for q in dropped)
+        raw = await channel.get_underlay_channel()
+        if partitions_only:
+            for queue in dropped:
+                await raw.queue_unbind(queue, exchange, "1")
+        else:
+            await raw.exchange_delete(exchange)
+    except aiormq.exceptions.AMQPChannelError as exc:
+        raise TopologyError(f"RabbitMQ refused to re-lay endpoint {endpoint.name!r}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+
+async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tuple[str, str]]) -> None:
+    channel = await connection.channel()
+    try:
+        raw = await channel.get_underlay_channel()
+        for source, key in stale:
+            await raw.exchange_unbind(destination=exchange, source=source, routing_key=key)
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
 
 
 async def remove_endpoint(settings: Settings, name: str, *, force: bool) -> None:
     """Stop delivery to ``name`` everywhere, then delete its queues when empty.
 
     With ``force``, what its queues still hold is first moved into its dead-letter queue. Without it, raises
-    EndpointNotEmpty (and changes nothing) when its queues hold messages.
+    EndpointNotEmpty (and changes nothing) when its queues or its DLQ hold messages; and, when messages came
+    back from the workers as they stopped, raises it after stopping delivery, with every message still queued.
     """
-    raise NotImplementedError
+    prefix = settings.broker.prefix
+    connection = await connect_once(settings.broker.url, name="warren-live-remove")
+    try:
+        probe = QueueProbe(connection)
+        try:
+            layout = await _layout(probe, prefix, name)
+        finally:
+            await probe.close()
+        held = {q: n for q, n in layout.consumed.items() if n}
+        if layout.dlq:
+            held[names.dlq(prefix, name)] = layout.dlq
+        if held and not force:
+            listed = ", ".join(f"{q} ({n})" for q, n in sorted(held.items()))
+            raise EndpointNotEmpty(
+                f"endpoint {name!r} holds messages ({listed}): nothing removed; remove it with force to move "
+                "them into its dead-letter queue, or let it drain first",
+                held,
+            )
+        await _announce(connection, prefix, EndpointRecord.removing(name, _by()))
+        if not layout.exists:
+            return
+        channel = await connection.channel()
+        try:
+            await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
+        finally:
+            with contextlib.suppress(Exception):
+                await channel.close()
+        ordered = any(not q.endswith(".q") for q in layout.consumed)
+        await _retire(connection, settings, name, list(layout.consumed), force=force)
+        await _dead_letters_after(connection, prefix, name, ordered=ordered)
+    finally:
+        await connection.close()
+
+
+async def _retire(
+    connection: AbstractConnection, settings: WarrenConfig, endpoint: str, queues: list[str], *, force: bool
+) -> None:
+    """Delete queues no longer consumed, once their consumers left; with ``force`` move their messages first."""
+    prefix = settings.broker.prefix
+    probe = QueueProbe(connection)
+    try:
+        deadline = time.monotonic() + settings.delivery.grace_period + CONSUMERS_GONE_SLACK
+        left: dict[str, int] = {}
+        for queue in queues:
+            depth = await _consumers_gone(probe, queue, deadline)
+            if depth is None:
+                continue
+            if depth.consumers:
+                raise LiveApplyError(
+                    f"endpoint {endpoint!r}: {queue} still has {depth.consumers} consumer(s) "
+                    f"{settings.delivery.grace_period + CONSUMERS_GONE_SLACK:g}s after the fleet was told; "
+                    "delivery from it is not stopped (a worker of an earlier release?): run the removal again"
+                )
+            if depth.ready and force:
+                await _move_to_dlq(connection, prefix, endpoint, queue)
+                depth = await probe.depth(queue)
+            if depth is not None and depth.ready:
+                left[queue] = depth.ready
+                continue
+            await _delete_if_empty(connection, queue)
+        if left:
+            listed = ", ".join(f"{q} ({n})" for q, n in sorted(left.items()))
+            raise EndpointNotEmpty(
+                f"endpoint {endpoint!r}: delivery is stopped, but messages came back to {listed} as the workers "
+                "stopped; they are still queued: remove it again with force to move them into its dead-letter queue",
+                left,
+            )
+    finally:
+        await probe.close()
+
+
+async def _consumers_gone(probe: QueueProbe, queue: str, deadline: float) -> QueueDepth | None:
+    """The queue's depth once no consumer is left on it (or at ``deadline``); None when it does not exist."""
+    depth = await probe.depth(queue)
+    while depth is not None and depth.consumers and time.monotonic() < deadline:
+        # Polled: the consumers are other processes', and RabbitMQ tells nobody when they cancel.
+        await asyncio.sleep(POLL)
+        depth = await probe.depth(queue)
+    return depth
+
+
+async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
+    channel = await connection.channel()
+    try:
+        await (await channel.get_underlay_channel()).queue_delete(queue, if_empty=True)
+        return True
+    except aiormq.exceptions.ChannelPreconditionFailed:
+        return False  # a message arrived meanwhile: the queue stays, and with it the message
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+
+async def _move_to_dlq(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> int:
+    """Every message of ``queue`` into the endpoint's DLQ: each one confirmed there before it is acked here."""
+    channel: AbstractChannel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    moved = 0
+    try:
+        dlq = names.dlq(prefix, endpoint)
+        source = await channel.declare_queue(queue, passive=True)
+        now = int(time.time() * 1000)
+        while (message := await source.get(no_ack=False, fail=False)) is not None:
+            headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
+            headers.update({wire.H_DEAD_REASON: REMOVED_REASON, wire.H_DEAD_AT: now, wire.H_ENDPOINT: endpoint})
+            await publish_confirmed(channel.default_exchange, wire.onward(message, headers), dlq, what=f"{queue}→{dlq}")
+            await message.ack()
+            moved += 1
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+    log.warning("endpoint %s removed with force: %d message(s) of %s moved to its DLQ", endpoint, moved, queue)
+    return moved
+
+
+async def _dead_letters_after(connection: AbstractConnection, prefix: str, endpoint: str, *, ordered: bool) -> None:
+    """The DLQ of a removed endpoint: deleted when empty and ordered; else kept, catching late retries."""
+    dlq = names.dlq(prefix, endpoint)
+    if ordered and await _delete_if_empty(connection, dlq):
+        return
+    if ordered:
+        return
+    channel = await connection.channel()
+    try:
+        # Retries of the removed work queue still in the delay chain come due under its name: land them here.
+        key = f"#.{names.work_queue(prefix, endpoint)}"
+        await (await channel.get_underlay_channel()).queue_bind(dlq, names.delay_due_exchange(prefix), key)
+    except aiormq.exceptions.AMQPChannelError as exc:
+        log.warning("endpoint %s: late retries not routed to its DLQ (%s)", endpoint, exc)
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()

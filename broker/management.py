@@ -103,6 +103,12 @@ class ManagementClient:
         result: list[dict[str, Any]] = await self.request("GET", f"bindings/{_q(self.vhost)}")
         return result
 
+    async def bindings_to_exchange(self, name: str) -> list[dict[str, Any]]:
+        """The bindings whose destination is exchange ``name`` (empty when it does not exist)."""
+        path = f"exchanges/{_q(self.vhost)}/{_q(name)}/bindings/destination"
+        result: list[dict[str, Any]] | None = await self.request("GET", path, allow_404=True)
+        return result or []
+
     async def consumers(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self.request("GET", f"consumers/{_q(self.vhost)}")
         return result

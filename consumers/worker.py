@@ -22,10 +22,11 @@ from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.http_transport import HttpTransport, new_session
+from warren.consumers.live_endpoints import LiveEndpoints
 from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
 from warren.consumers.transport import Transport
-from warren.topology.config import WarrenConfig
+from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import WarrenError
 from warren.topology.planner import consumed_queues, delay_levels
 
@@ -52,8 +53,13 @@ class Worker:
         hooks: DeliveryHooks | None = None,
         spread_partitions: bool = True,
         transport: Transport | None = None,
+        live: bool | None = None,
     ) -> None:
-        """``transport`` replaces the HTTP transport (tests prove the seam with one of their own)."""
+        """``transport`` replaces the HTTP transport (tests prove the seam with one of their own).
+
+        ``live`` serves the live endpoints announced on RabbitMQ besides the file's (consumers/live_endpoints.py);
+        by default a worker does, unless it was given a list of ``endpoints`` to serve.
+        """
         known = {e.name for e in config.endpoints}
         unknown = [n for n in endpoints or () if n not in known]
         if unknown:
@@ -72,6 +78,9 @@ class Worker:
         self.ready = asyncio.Event()
         self.metrics_server: MetricsServer | None = None  # /metrics, /healthz, /readyz when worker.metrics_port
         self.health: HealthControl | None = None  # circuit breaker, limits, disable: docs/health.md
+        self.live: LiveEndpoints | None = None
+        self.serve_live = live if live is not None else not endpoints
+        self._transport: Transport | None = None
 
     async def start(self) -> None:
         """Connect, open every endpoint's channels and start consuming."""
@@ -94,18 +103,9 @@ class Worker:
                 allow_private_networks=delivery.allow_private_networks,
                 body_limit=delivery.response_body_limit,
             )
-        prefix = self.config.broker.prefix
+        self._transport = transport
         for endpoint in self.endpoints:
-            runner = EndpointRunner(
-                endpoint,
-                endpoint.retry_policy(self.config.retry),
-                delivery,
-                queues=consumed_queues(prefix, endpoint),
-                prefix=prefix,
-                delay_levels=self.delay_levels,
-                transport=transport,
-                hooks=self.hooks,
-            )
+            runner = self._runner(endpoint)
             await runner.open(self.connection)
             self.runners[endpoint.name] = runner
         # Endpoint health: read the fleet's state before consuming; it pauses the endpoints held.
@@ -123,8 +123,70 @@ class Worker:
         for claims in self.claims.values():
             await claims.start()
         self.health.activate()
+        if self.serve_live:
+            self.live = LiveEndpoints(
+                self.config.broker.url,
+                self.config.broker.prefix,
+                serve=self.serve_endpoint,
+                unserve=self.unserve_endpoint,
+                file_managed=[e.name for e in self.config.endpoints],
+            )
+            await self.live.start()
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
+
+    def _runner(self, endpoint: Endpoint) -> EndpointRunner:
+        assert self._transport is not None
+        prefix = self.config.broker.prefix
+        return EndpointRunner(
+            endpoint,
+            endpoint.retry_policy(self.config.retry),
+            self.config.delivery,
+            queues=consumed_queues(prefix, endpoint),
+            prefix=prefix,
+            delay_levels=self.delay_levels,
+            transport=self._transport,
+            hooks=self.hooks,
+        )
+
+    async def serve_endpoint(self, endpoint: Endpoint) -> None:
+        """Start serving ``endpoint`` now (a live one): what ``start`` does for each of the file's endpoints."""
+        assert self.connection is not None and self.health is not None, "start() first"
+        runner = self._runner(endpoint)
+        await runner.open(self.connection)
+        self.runners[endpoint.name] = runner
+        try:
+            may_consume = await self.health.serve(endpoint.name, runner)
+            claims = None
+            if runner.ordered and self.spread_partitions:
+                runner.assigned = []
+                claims = PartitionClaims(self.config.broker.url, runner, self.config.worker.rebalance_interval)
+                self.claims[endpoint.name] = claims
+            if may_consume:
+                await runner.start_consuming()
+            if claims is not None:
+                await claims.start()
+        except BaseException:
+            await self.unserve_endpoint(endpoint.name)
+            raise
+
+    async def unserve_endpoint(self, name: str) -> None:
+        """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""
+        runner = self.runners.get(name)
+        if runner is None:
+            return
+        if self.health is not None:
+            await self.health.remove_endpoint(name)
+        claims = self.claims.pop(name, None)
+        if claims is not None:
+            await claims.halt()
+        await runner.stop_consuming()
+        handed_back = await runner.drain(self.config.delivery.grace_period)
+        await runner.close()
+        if claims is not None:
+            await claims.close()
+        self.runners.pop(name, None)
+        log.info("endpoint %s no longer served", name, extra={"endpoint": name, "handed_back": handed_back})
 
     def _is_ready(self) -> bool:
         connection = self.connection
@@ -165,6 +227,8 @@ class Worker:
         log.info("worker stopped", extra={"handed_back": handed_back})
 
     async def _stop_consuming(self) -> None:
+        if self.live is not None:
+            await self.live.close()
         if self.health is not None:
             await self.health.halt()
         for claims in self.claims.values():

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 import aio_pika
 
+from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health import breaker
 from warren.consumers.health.guard import EndpointGuard
 from warren.consumers.health.operator_events import EXHAUSTED, PUBLISH_FAILURES, iso
@@ -80,8 +81,8 @@ class HealthControl(HealthState):
         for name in self.guards:
             self._reconcile_soon(name)
         self._loops.append(asyncio.create_task(self._tick_loop(), name="health-tick"))
-        if self.roster.queues:
-            self._loops.append(asyncio.create_task(self._roster_loop(), name="health-roster"))
+        # Always: a live endpoint with limits may be added later (the loop reads nothing while there is none).
+        self._loops.append(asyncio.create_task(self._roster_loop(), name="health-roster"))
 
     async def halt(self) -> None:
         """Stop following the fleet (the worker is stopping): refuse new attempts, resume nothing."""
@@ -168,6 +169,27 @@ class HealthControl(HealthState):
             for name in self.guards:
                 self._reconcile_soon(name)
             return
+
+    # --- live endpoints ---------------------------------------------------------------------------------------
+    async def serve(self, name: str, runner: EndpointRunner) -> bool:
+        """Guard a live endpoint added to ``runners``; True when it may consume now (False: held, paused here).
+
+        Like ``start`` for one endpoint: a disabled or open endpoint never takes a message.
+        """
+        guard = self.add_endpoint(name, runner)
+        if runner.endpoint.rate_limit is not None or runner.endpoint.max_in_flight is not None:
+            try:
+                await self.roster.add(self._connection, name, names.health_roster(self.prefix, name))
+                if self._connection is not None:
+                    self._share_limits(await self.roster.counts(self._connection, [name]))
+            except PUBLISH_FAILURES as exc:
+                log.warning("endpoint %s: worker count not read yet (%s)", name, exc or type(exc).__name__)
+        where = standing(guard.view, time.time(), guard.probing)
+        if where.mode == "hold":
+            await runner.pause(where.reason)
+            log.warning("endpoint %s held when added: %s", name, where.reason, extra={"endpoint": name})
+            return False
+        return True
 
     # --- the seams of the runner --------------------------------------------------------------------------
     async def acquire(self, endpoint: str) -> None:
@@ -283,10 +305,10 @@ class HealthControl(HealthState):
         while True:
             await asyncio.sleep(interval * random.uniform(0.8, 1.2))
             connection = self._connection
-            if connection is None:
+            if connection is None or not self.roster.queues:
                 continue
             try:
-                counts = await self.roster.counts(connection, self.roster.queues)
+                counts = await self.roster.counts(connection, list(self.roster.queues))
             except PUBLISH_FAILURES as exc:
                 log.warning("worker count not read (%s)", exc or type(exc).__name__)
                 continue
@@ -294,7 +316,8 @@ class HealthControl(HealthState):
 
     def _share_limits(self, counts: Mapping[str, int]) -> None:
         for name, workers in counts.items():
-            if self.guards[name].set_workers(workers):
+            guard = self.guards.get(name)
+            if guard is not None and guard.set_workers(workers):
                 log.info("endpoint %s: limits shared by %d workers", name, workers, extra={"endpoint": name})
 
     async def _refresh(self) -> None:

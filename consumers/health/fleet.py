@@ -84,10 +84,24 @@ class Roster:
 
     def __init__(self, queues: dict[str, str]) -> None:
         self.queues = queues  # endpoint -> roster queue name
-        self._channels: list[AbstractChannel] = []
+        self._channels: dict[str, AbstractChannel] = {}
 
     async def join(self, connection: AbstractConnection) -> None:
-        self._channels = [(await join_roster(connection, name))[0] for name in self.queues.values()]
+        self._channels = {endpoint: (await join_roster(connection, name))[0] for endpoint, name in self.queues.items()}
+
+    async def add(self, connection: AbstractConnection | None, endpoint: str, queue: str) -> None:
+        """Count this worker for ``endpoint`` too (a live endpoint); joined now when connected, else on reconnect."""
+        self.queues[endpoint] = queue
+        if connection is not None:
+            self._channels[endpoint] = (await join_roster(connection, queue))[0]
+
+    async def leave(self, endpoint: str) -> None:
+        """No longer count this worker for ``endpoint`` (closing its channel cancels the roster consumer)."""
+        self.queues.pop(endpoint, None)
+        channel = self._channels.pop(endpoint, None)
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await channel.close()
 
     async def counts(self, connection: AbstractConnection, endpoints: Iterable[str]) -> dict[str, int]:
         """Workers serving each endpoint (at least 1: this one)."""

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
@@ -29,7 +30,9 @@ from warren.consumers.health.records import StateRecord
 from warren.topology import names
 from warren.topology.errors import BrokerUnavailable, TopologyError
 
-__all__ = ["MARKER_HEADER", "StateStore"]
+__all__ = ["MARKER_HEADER", "StateStore", "read_to_end"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("warren.health")
 
@@ -97,33 +100,46 @@ class StateStore:
     async def load(self, connection: AbstractConnection, timeout: float = 15.0) -> list[StateRecord]:
         """Every record in the stream, oldest first, up to a marker appended just now."""
         assert self._channel is not None, "attach() first"
-        marker = uuid.uuid4().hex
-        await self._channel.default_exchange.publish(
-            Message(b"", headers={MARKER_HEADER: marker}, delivery_mode=DeliveryMode.PERSISTENT),
-            routing_key=self.stream_name,
-            mandatory=True,
-        )
-        read = _StreamRead(marker)
-        channel = await connection.channel()
+        return await read_to_end(connection, self._channel, self.stream_name, _decode, timeout)
+
+
+async def read_to_end(
+    connection: AbstractConnection,
+    confirming: AbstractChannel,
+    stream_name: str,
+    decode: Callable[[AbstractIncomingMessage], T | None],
+    timeout: float = 15.0,
+) -> list[T]:
+    """Every record of a stream, oldest first, up to a marker appended just now through ``confirming``.
+
+    ``decode`` turns a message into a record, or None to skip it (no marker reaches it).
+    """
+    marker = uuid.uuid4().hex
+    await confirming.default_exchange.publish(
+        Message(b"", headers={MARKER_HEADER: marker}, delivery_mode=DeliveryMode.PERSISTENT),
+        routing_key=stream_name,
+        mandatory=True,
+    )
+    read = _StreamRead(marker, decode)
+    channel = await connection.channel()
+    try:
+        await channel.set_qos(prefetch_count=READ_PREFETCH)  # a stream consumer must have a prefetch
+        stream = await channel.get_queue(stream_name, ensure=False)
+        await stream.consume(read.on_message, arguments={"x-stream-offset": "first"})
         try:
-            await channel.set_qos(prefetch_count=READ_PREFETCH)  # a stream consumer must have a prefetch
-            stream = await channel.get_queue(self.stream_name, ensure=False)
-            await stream.consume(read.on_message, arguments={"x-stream-offset": "first"})
-            try:
-                await asyncio.wait_for(read.reached.wait(), timeout)
-            except TimeoutError:
-                raise BrokerUnavailable(
-                    f"could not read {self.stream_name} to its end within {timeout:g}s "
-                    f"({len(read.records)} records read)"
-                ) from None
-        finally:
-            await read.stop()
-            with contextlib.suppress(Exception):
-                await channel.close()
-        return read.records
+            await asyncio.wait_for(read.reached.wait(), timeout)
+        except TimeoutError:
+            raise BrokerUnavailable(
+                f"could not read {stream_name} to its end within {timeout:g}s ({len(read.records)} records read)"
+            ) from None
+    finally:
+        await read.stop()
+        with contextlib.suppress(Exception):
+            await channel.close()
+    return read.records
 
 
-class _StreamRead:
+class _StreamRead(Generic[T]):
     """One read of the stream up to a marker, whose acks are all sent before its channel closes.
 
     Deliveries keep coming after the marker (other workers append), each handled in a task of its own. An ack
@@ -132,9 +148,10 @@ class _StreamRead:
     and ``stop`` waits for the acks already under way.
     """
 
-    def __init__(self, marker: str) -> None:
+    def __init__(self, marker: str, decode: Callable[[AbstractIncomingMessage], T | None]) -> None:
         self.marker = marker
-        self.records: list[StateRecord] = []
+        self.decode = decode
+        self.records: list[T] = []
         self.reached = asyncio.Event()
         self._stopped = False
         self._acking = 0
@@ -148,7 +165,8 @@ class _StreamRead:
             self._stopped = True
             self.reached.set()
             return
-        record = _decode(message)  # before any await, so that records keep the stream's order
+        # Before any await, so that records keep the stream's order; other readers' markers are no records.
+        record = None if (message.headers or {}).get(MARKER_HEADER) is not None else self.decode(message)
         if record is not None:
             self.records.append(record)
         self._acking += 1

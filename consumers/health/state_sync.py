@@ -64,11 +64,7 @@ class HealthState:
         self.by = f"{worker}-{uuid.uuid4().hex[:6]}"
         self.guards: dict[str, EndpointGuard] = {}
         for name, runner in runners.items():
-            guard = EndpointGuard(
-                runner.endpoint, throttle_cap=runner.policy.cap, by=self.by, emit=functools.partial(self._emit, name)
-            )
-            guard.on_probe_done = functools.partial(self._probe_done, name)
-            self.guards[name] = guard
+            self.guards[name] = self._guard(name, runner)
         self.store = StateStore(self.prefix)
         self.events = OperatorEvents(self.prefix)
         self.locks = ExclusiveLocks()
@@ -91,6 +87,44 @@ class HealthState:
         self._trying_probe: set[str] = set()
         self._active = False
         self._halted = False
+        # The latest record of each kind for endpoints this worker does not serve (yet): a live endpoint
+        # added later starts from its fleet state (a disabled one stays disabled) without re-reading the stream.
+        self._others: dict[tuple[str, str], StateRecord] = {}
+
+    def _guard(self, name: str, runner: EndpointRunner) -> EndpointGuard:
+        guard = EndpointGuard(
+            runner.endpoint, throttle_cap=runner.policy.cap, by=self.by, emit=functools.partial(self._emit, name)
+        )
+        guard.on_probe_done = functools.partial(self._probe_done, name)
+        return guard
+
+    def add_endpoint(self, name: str, runner: EndpointRunner) -> EndpointGuard:
+        """Guard an endpoint served from now on (a live one; the runner is already in ``runners``).
+
+        Its state as last heard from the fleet applies at once; the caller reconciles (or starts) the runner.
+        """
+        guard = self._guard(name, runner)
+        for kind in ("admin", "circuit", "throttle"):
+            record = self._others.pop((name, kind), None)
+            if record is not None:
+                guard.apply(record)
+        self.guards[name] = guard
+        self._runner_locks.setdefault(name, asyncio.Lock())
+        return guard
+
+    async def remove_endpoint(self, name: str) -> None:
+        """Stop guarding ``name`` (a live endpoint no longer served): what it knew is kept for a later add."""
+        guard = self.guards.pop(name, None)
+        if guard is None:
+            return
+        guard.closing = True
+        guard.changed()
+        async with self._runner_locks.get(name, asyncio.Lock()):
+            pass  # a reconcile in progress finishes before the runner goes
+        self._runner_locks.pop(name, None)
+        for record in guard.view.in_force(time.time()):
+            self._others[(name, record.kind)] = record
+        await self.roster.leave(name)
 
     @property
     def connected(self) -> bool:
@@ -101,7 +135,12 @@ class HealthState:
     def _apply(self, record: StateRecord) -> None:
         """A record heard from the fleet (or read back from the stream)."""
         guard = self.guards.get(record.endpoint)
-        if guard is not None and guard.apply(record):
+        if guard is None:
+            known = self._others.get((record.endpoint, record.kind))
+            if record.newer_than(known):
+                self._others[(record.endpoint, record.kind)] = record
+            return
+        if guard.apply(record):
             if self._active and record.by != self.by:
                 log.info(
                     "endpoint %s: %s %s (%s), decided by %s",
@@ -148,8 +187,11 @@ class HealthState:
 
     async def _reconcile(self, endpoint: str) -> None:
         """Pause the runner while the endpoint is held; resume it when it may deliver (or probe)."""
-        async with self._runner_locks[endpoint]:
-            if self._halted:
+        lock = self._runner_locks.get(endpoint)
+        if lock is None:  # a live endpoint removed meanwhile
+            return
+        async with lock:
+            if self._halted or endpoint not in self.guards or endpoint not in self.runners:
                 return
             guard, runner = self.guards[endpoint], self.runners[endpoint]
             where = standing(guard.view, time.time(), guard.probing)

@@ -27,8 +27,8 @@ def worker(
         fail("--log-format is text or json", EXIT_USAGE)
     configure_logging(log_format or cfg.worker.log_format)
     names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
-    if not cfg.endpoints:
-        fail("the configuration has no [[endpoints]]: nothing to deliver to", EXIT_USAGE)
+    if not cfg.endpoints and names:
+        fail("the configuration has no [[endpoints]] to choose from with --endpoints", EXIT_USAGE)
     try:
         instance = Worker(cfg, names)
     except WarrenError as exc:
