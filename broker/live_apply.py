@@ -264,13 +264,12 @@ async def _retire(
                     f"{settings.delivery.grace_period + CONSUMERS_GONE_SLACK:g}s after the fleet was told; "
                     "delivery from it is not stopped (a worker of an earlier release?): run the removal again"
                 )
-            if depth.ready and force:
+            if queue == names.work_queue(prefix, endpoint):
+                await _redirect_late_retries(connection, prefix, endpoint, queue)
+            if force:
                 await _move_to_dlq(connection, prefix, endpoint, queue)
-                depth = await probe.depth(queue)
-            if depth is not None and depth.ready:
-                left[queue] = depth.ready
-                continue
-            await _delete_if_empty(connection, queue)
+            if not await _delete_if_empty(connection, queue):
+                left[queue] = (await probe.depth(queue) or depth).ready
         if left:
             listed = ", ".join(f"{q} ({n})" for q, n in sorted(left.items()))
             raise EndpointNotEmpty(
@@ -293,12 +292,42 @@ async def _consumers_gone(probe: QueueProbe, queue: str, deadline: float) -> Que
 
 
 async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
+    """Delete ``queue`` when it holds nothing; False (and kept) otherwise.
+
+    Quorum queues refuse ``queue.delete`` with ``if-empty`` (NOT_IMPLEMENTED), so, as ``warren setup --prune``
+    does, the count is read with a passive declare just before the delete; nothing feeds the queue any more by
+    then (its exchange and delay-chain binding are gone), so the window holds no new message.
+    """
     channel = await connection.channel()
     try:
-        await (await channel.get_underlay_channel()).queue_delete(queue, if_empty=True)
+        raw = await channel.get_underlay_channel()
+        try:
+            ok = await raw.queue_declare(queue, passive=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return True
+        if ok.message_count:
+            return False
+        await raw.queue_delete(queue)
         return True
-    except aiormq.exceptions.ChannelPreconditionFailed:
-        return False  # a message arrived meanwhile: the queue stays, and with it the message
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+
+async def _redirect_late_retries(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> None:
+    """Retries of ``queue`` still in the delay chain land in the endpoint's DLQ instead of a deleted queue.
+
+    The DLQ is bound first: a retry coming due between the two steps reaches both (a duplicate the receiver
+    drops by its id), never neither.
+    """
+    due, key = names.delay_due_exchange(prefix), f"#.{queue}"
+    channel = await connection.channel()
+    try:
+        raw = await channel.get_underlay_channel()
+        await raw.queue_bind(names.dlq(prefix, endpoint), due, key)
+        await raw.queue_unbind(queue, due, key)
+    except aiormq.exceptions.AMQPChannelError as exc:
+        raise TopologyError(f"endpoint {endpoint!r}: late retries of {queue} not redirected to its DLQ: {exc}") from exc
     finally:
         with contextlib.suppress(Exception):
             await channel.close()
@@ -321,24 +350,12 @@ async def _move_to_dlq(connection: AbstractConnection, prefix: str, endpoint: st
     finally:
         with contextlib.suppress(Exception):
             await channel.close()
-    log.warning("endpoint %s removed with force: %d message(s) of %s moved to its DLQ", endpoint, moved, queue)
+    if moved:
+        log.warning("endpoint %s removed with force: %d message(s) of %s moved to its DLQ", endpoint, moved, queue)
     return moved
 
 
 async def _dead_letters_after(connection: AbstractConnection, prefix: str, endpoint: str, *, ordered: bool) -> None:
-    """The DLQ of a removed endpoint: deleted when empty and ordered; else kept, catching late retries."""
-    dlq = names.dlq(prefix, endpoint)
-    if ordered and await _delete_if_empty(connection, dlq):
-        return
+    """The DLQ of a removed endpoint: deleted when empty and ordered; else kept (it catches late retries)."""
     if ordered:
-        return
-    channel = await connection.channel()
-    try:
-        # Retries of the removed work queue still in the delay chain come due under its name: land them here.
-        key = f"#.{names.work_queue(prefix, endpoint)}"
-        await (await channel.get_underlay_channel()).queue_bind(dlq, names.delay_due_exchange(prefix), key)
-    except aiormq.exceptions.AMQPChannelError as exc:
-        log.warning("endpoint %s: late retries not routed to its DLQ (%s)", endpoint, exc)
-    finally:
-        with contextlib.suppress(Exception):
-            await channel.close()
+        await _delete_if_empty(connection, names.dlq(prefix, endpoint))

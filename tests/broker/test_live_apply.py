@@ -1,0 +1,222 @@
+"""Live apply on a real broker: endpoints created while events flow are served within a second by running
+workers; removing one mid-flow loses nothing (force moves what is left into its DLQ); a removal that would drop
+messages is refused; a re-layout of a busy endpoint is refused; a restarted worker learns the set from the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import TEST_SECRET as SECRET
+from tests.support.receiver import Receiver, always
+from tests.support.topology import declare
+from warren.broker.connection import connect
+from warren.broker.events import Event
+from warren.broker.live_apply import apply_endpoint, remove_endpoint
+from warren.broker.publisher import TENANT_EVENTS_UNROUTED, Publisher
+from warren.broker.queue_probe import QueueProbe
+from warren.consumers.worker import Worker
+from warren.topology import names
+from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.errors import EndpointNotEmpty
+
+APPLY_LATENCY_LIMIT = 1.0  # seconds, call to first delivery (the issue's bound)
+
+
+def endpoint(receiver: Receiver, name: str, **fields: Any) -> Endpoint:
+    return Endpoint.model_validate(
+        {"name": name, "url": f"{receiver.url}/{name}", "secret": SECRET, "events": ["#"], **fields}
+    )
+
+
+class Flow:
+    """Publishes an event every ``interval`` for each tenant in ``tenants`` until stopped; remembers the ids."""
+
+    def __init__(self, config: WarrenConfig, tenants: list[str], interval: float = 0.01) -> None:
+        self.config, self.tenants, self.interval = config, tenants, interval
+        self.published: dict[str, list[str]] = {t: [] for t in tenants}
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        connection = await connect(self.config.broker.url)
+        try:
+            publisher = await Publisher.open(connection, self.config.broker.prefix)
+            n = 0
+            while True:
+                for tenant in list(self.tenants):
+                    event = await publisher.publish(Event(type="flow.tick", data={"n": n}, tenant=tenant))
+                    self.published.setdefault(tenant, []).append(event)
+                n += 1
+                await asyncio.sleep(self.interval)
+        finally:
+            await connection.close()
+
+    async def __aenter__(self) -> Flow:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with Receiver() as r:
+        yield r
+
+
+@pytest.fixture
+async def config(make_config: Callable[..., WarrenConfig]) -> WarrenConfig:
+    cfg = make_config([], delivery={"grace_period": "1s"})
+    await declare(cfg)
+    return cfg
+
+
+def first_at(receiver: Receiver, name: str) -> float | None:
+    return next((r.at for r in receiver.received if r.path.endswith(f"/{name}")), None)
+
+
+@pytest.mark.timeout(45)
+async def test_endpoints_created_while_events_flow_are_served_within_a_second(
+    config: WarrenConfig, receiver: Receiver
+) -> None:
+    # Given two running workers that know no endpoint, and events flowing for five tenants nobody serves yet
+    tenants = [f"c{i}" for i in range(5)]
+    async with Worker(config, name="w1"), Worker(config, name="w2"), Flow(config, tenants):
+        latencies = []
+        for tenant in tenants:
+            # When an endpoint for the tenant is applied live
+            started = time.monotonic()
+            await apply_endpoint(config, endpoint(receiver, f"ep-{tenant}", tenant=tenant))
+            await receiver.wait_for(lambda r, t=tenant: first_at(r, f"ep-{t}") is not None, timeout=5)
+            arrived = first_at(receiver, f"ep-{tenant}")
+            assert arrived is not None
+            latencies.append(arrived - started)
+        # Then each was delivered to within the bound, call to first delivery, with no restart
+        print(
+            f"\napply latency (call -> first delivery), {len(latencies)} endpoints: "
+            f"median {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
+        )
+        assert max(latencies) < APPLY_LATENCY_LIMIT, latencies
+        # And applying the same endpoint again changes nothing (idempotent) and keeps it served
+        await apply_endpoint(config, endpoint(receiver, "ep-c0", tenant="c0"))
+        count = len(receiver.received)
+        await receiver.wait_for(lambda r: len(r.received) > count + 10, timeout=5)
+
+
+@pytest.mark.timeout(45)
+async def test_removing_mid_flow_loses_nothing(config: WarrenConfig, receiver: Receiver) -> None:
+    # Given a live endpoint whose receiver is slow, so that messages are queued when it is removed
+    receiver.behaviour = always(200, delay=0.05)
+    ep = endpoint(receiver, "slow", tenant="s", concurrency=2)
+    await apply_endpoint(config, ep)
+    async with Worker(config, name="w1"), Flow(config, ["s"], interval=0.002) as flow:
+        await receiver.wait_for(lambda r: len(r.received) >= 5, timeout=5)
+        # When removal without force is asked while it holds messages: refused, nothing changed
+        await asyncio.sleep(0.2)
+        with pytest.raises(EndpointNotEmpty, match="holds messages") as refused:
+            await remove_endpoint(config, "slow", force=False)
+        assert names.work_queue(config.broker.prefix, "slow") in refused.value.queues
+        delivered = len(receiver.received)
+        await receiver.wait_for(lambda r: len(r.received) > delivered, timeout=5)  # still delivering
+        # When it is removed with force, events still flowing
+        unrouted_before = TENANT_EVENTS_UNROUTED.labels("s")._value.get()
+        await remove_endpoint(config, "slow", force=True)
+        await asyncio.sleep(0.1)
+    # Then every event published for it was delivered, is in its DLQ, or came after the removal and was
+    # counted as unrouted: nothing is unaccounted for
+    published = set(flow.published["s"])
+    unrouted = TENANT_EVENTS_UNROUTED.labels("s")._value.get() - unrouted_before
+    delivered_ids = {r.event_id for r in receiver.received}
+    in_dlq = await drain_ids(config, names.dlq(config.broker.prefix, "slow"))
+    assert in_dlq, "nothing was left to move: the test did not remove mid-flow"
+    assert unrouted > 0, "no event came after the removal: the flow stopped too early"
+    assert len(published - delivered_ids - in_dlq) == unrouted
+    # And delivery stopped, its queue and exchange are gone
+    stopped_at = len(receiver.received)
+    connection = await connect(config.broker.url)
+    try:
+        probe = QueueProbe(connection)
+        assert await probe.depth(names.work_queue(config.broker.prefix, "slow")) is None
+        assert not await probe.exchange_exists(names.endpoint_exchange(config.broker.prefix, "slow"))
+        await probe.close()
+    finally:
+        await connection.close()
+    assert len(receiver.received) == stopped_at
+
+
+async def drain_ids(config: WarrenConfig, queue: str) -> set[str]:
+    connection = await connect(config.broker.url)
+    ids: set[str] = set()
+    try:
+        channel = await connection.channel()
+        q = await channel.declare_queue(queue, passive=True)
+        while (message := await q.get(no_ack=False, fail=False)) is not None:
+            ids.add(str(message.message_id))
+            await message.ack()
+    finally:
+        await connection.close()
+    return ids
+
+
+@pytest.mark.timeout(45)
+async def test_changing_partitions_of_a_busy_endpoint_is_refused(config: WarrenConfig, receiver: Receiver) -> None:
+    # Given an ordered live endpoint holding messages (no worker runs)
+    await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o", ordering="key", partitions=4))
+    connection = await connect(config.broker.url)
+    try:
+        publisher = await Publisher.open(connection, config.broker.prefix)
+        for n in range(20):
+            await publisher.publish(Event(type="x", data=n, tenant="o", key=f"k{n}"))
+    finally:
+        await connection.close()
+    # When its partitions or its ordering change: refused, naming the queues that hold messages
+    with pytest.raises(EndpointNotEmpty, match="ordering or partitions"):
+        await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o", ordering="key", partitions=2))
+    with pytest.raises(EndpointNotEmpty):
+        await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o"))
+    # And once drained, the same change applies: the worker delivers through the new layout
+    async with Worker(config, name="w1", spread_partitions=False):
+        await receiver.wait_for(lambda r: len(r.received) >= 20, timeout=10)
+        await asyncio.sleep(0.3)  # acks settle before the re-layout counts the queues
+        await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o"))
+        connection = await connect(config.broker.url)
+        try:
+            publisher = await Publisher.open(connection, config.broker.prefix)
+            await publisher.publish(Event(type="x", data="after", tenant="o", id="after-relayout"))
+        finally:
+            await connection.close()
+        await receiver.wait_for(lambda r: "after-relayout" in {x.event_id for x in r.received}, timeout=5)
+
+
+@pytest.mark.timeout(45)
+async def test_a_restarted_worker_learns_the_endpoints_from_the_stream(
+    config: WarrenConfig, receiver: Receiver
+) -> None:
+    # Given endpoints applied and one removed while no worker ran (the API's store may be down now)
+    await apply_endpoint(config, endpoint(receiver, "kept", tenant="k"))
+    await apply_endpoint(config, endpoint(receiver, "gone", tenant="g"))
+    await remove_endpoint(config, "gone", force=False)
+    await apply_endpoint(config, endpoint(receiver, "kept", tenant="k", events=["a.*"]))  # the latest wins
+    # When a worker starts
+    async with Worker(config, name="fresh") as worker:
+        assert set(worker.runners) == {"kept"}
+        assert worker.runners["kept"].endpoint.events == ("a.*",)
+        connection = await connect(config.broker.url)
+        try:
+            publisher = await Publisher.open(connection, config.broker.prefix)
+            await publisher.publish(Event(type="a.b", data={}, tenant="k", id="learned"))
+        finally:
+            await connection.close()
+        # Then it serves what the stream says
+        await receiver.wait_for(lambda r: any(x.event_id == "learned" for x in r.received), timeout=5)
