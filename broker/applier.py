@@ -17,6 +17,7 @@ from aio_pika.abc import AbstractConnection
 
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, connect_once, redact_url
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
+from warren.broker.live_set import announced_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.migration import Policy, PolicyCheck, compare_policies, migration_policies
 from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
@@ -286,6 +287,18 @@ async def _check_amqp(url: str) -> None:
     await connection.close()
 
 
+async def _with_live(config: WarrenConfig) -> WarrenConfig:
+    """``config`` and the live endpoints; unchanged when AMQP cannot be reached (the steps after report that)."""
+    try:
+        connection = await connect_once(config.broker.url, name="warren-setup-live")
+    except BrokerUnavailable:
+        return config
+    try:
+        return with_live_endpoints(config, await announced_endpoints(connection, config.broker.prefix))
+    finally:
+        await connection.close()
+
+
 async def apply_setup(
     config: WarrenConfig,
     *,
@@ -298,8 +311,13 @@ async def apply_setup(
 
     Raises SetupFailed (with the report) when a plugin is missing or an object differs from the plan, before
     declaring anything; BrokerUnavailable or ManagementError when the broker cannot be reached.
+
+    Without an explicit ``plan``, the live endpoints the broker remembers (broker/live_set.py) are planned beside
+    the file's, so that they are never reported or pruned as leftovers.
     """
-    plan = plan or plan_topology(config)
+    if plan is None:
+        config = await _with_live(config)
+        plan = plan_topology(config)
     broker = config.broker
     report = SetupReport(broker.vhost, broker.prefix, dry_run=dry_run, prune=prune_leftovers)
     async with ManagementClient.from_settings(broker) as api:

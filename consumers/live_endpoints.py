@@ -26,8 +26,8 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.endpoint_records import APPLY, EndpointRecord, decode_record
+from warren.broker.stream_read import read_to_end
 from warren.consumers.health.operator_events import PUBLISH_FAILURES
-from warren.consumers.health.state_store import read_to_end
 from warren.topology import names
 from warren.topology.config import Endpoint
 from warren.topology.errors import BrokerUnavailable, TopologyError

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import TEST_SECRET as SECRET
 from tests.support.receiver import Receiver, always
 from tests.support.topology import declare
+from warren.broker.applier import apply_setup
 from warren.broker.connection import connect
 from warren.broker.events import Event
 from warren.broker.live_apply import apply_endpoint, remove_endpoint
@@ -220,3 +221,22 @@ async def test_a_restarted_worker_learns_the_endpoints_from_the_stream(
             await connection.close()
         # Then it serves what the stream says
         await receiver.wait_for(lambda r: any(x.event_id == "learned" for x in r.received), timeout=5)
+
+
+@pytest.mark.timeout(30)
+async def test_setup_plans_live_endpoints_so_prune_keeps_them(config: WarrenConfig, receiver: Receiver) -> None:
+    # Given a live endpoint the configuration file does not name
+    await apply_endpoint(config, endpoint(receiver, "live-one", tenant="l"))
+    # When `warren setup --prune` runs with the file
+    report = await apply_setup(config, prune_leftovers=True)
+    # Then the live endpoint's objects are planned, not leftovers, and nothing of it was deleted
+    assert not [x for x in report.leftovers if "live-one" in x.leftover.name]
+    planned = {o.name for o in report.objects}
+    assert names.work_queue(config.broker.prefix, "live-one") in planned
+    connection = await connect(config.broker.url)
+    try:
+        probe = QueueProbe(connection)
+        assert await probe.exchange_exists(names.endpoint_exchange(config.broker.prefix, "live-one"))
+        await probe.close()
+    finally:
+        await connection.close()

@@ -1,0 +1,66 @@
+"""The live endpoints as RabbitMQ remembers them: the endpoints stream read to its end, latest record per endpoint.
+
+``warren setup`` plans them beside the file's, so that drift and ``--prune`` never take a live endpoint's
+objects for leftovers. Workers follow the same stream themselves (consumers/live_endpoints.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endpoint
+from warren.broker.stream_read import read_to_end
+from warren.topology import names
+from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.config_fields import _RESOLVE_SIGNING_SECRETS
+
+__all__ = ["announced_endpoints", "with_live_endpoints"]
+
+log = logging.getLogger("warren.live")
+
+
+async def announced_endpoints(connection: AbstractConnection, prefix: str) -> dict[str, Endpoint]:
+    """Endpoint name -> configuration of every live endpoint applied and not removed (empty without the stream).
+
+    Secrets given as ``env:NAME`` are not resolved here (setup signs nothing); a record that does not validate
+    is left out, with a warning.
+    """
+    stream = names.endpoints_stream(prefix)
+    probe = await connection.channel()
+    try:
+        await probe.declare_queue(stream, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return {}
+    finally:
+        with contextlib.suppress(Exception):
+            await probe.close()
+    channel = await connection.channel(publisher_confirms=True)
+    try:
+        records = await read_to_end(connection, channel, stream, decode_record)
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+    live: dict[str, Endpoint] = {}
+    resolving = _RESOLVE_SIGNING_SECRETS.set(False)
+    try:
+        for name, record in latest_per_endpoint(records).items():
+            if record.action != APPLY:
+                continue
+            try:
+                live[name] = record.endpoint_config()
+            except ValueError as exc:
+                log.warning("live endpoint %s left out: %s", name, exc)
+    finally:
+        _RESOLVE_SIGNING_SECRETS.reset(resolving)
+    return live
+
+
+def with_live_endpoints(config: WarrenConfig, live: dict[str, Endpoint]) -> WarrenConfig:
+    """``config`` with the live endpoints added after the file's; the file's own win a name both have."""
+    file_names = {e.name for e in config.endpoints}
+    extra = tuple(e for name, e in sorted(live.items()) if name not in file_names)
+    return config.model_copy(update={"endpoints": config.endpoints + extra}) if extra else config
