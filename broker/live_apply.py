@@ -156,7 +156,11 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
             await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
         await _announce(connection, prefix, EndpointRecord.applying(endpoint, _by()))
         if dropped:
-            await _retire(connection, settings, endpoint.name, list(dropped), force=False)
+            try:
+                await _retire(connection, settings, endpoint.name, list(dropped), force=False)
+            except EndpointNotEmpty as exc:
+                # Applied: only messages handed back by workers as they switched are left in an old queue.
+                log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
     finally:
         await connection.close()
 
@@ -179,7 +183,7 @@ async def _relayout(
     try:
         # A new exchange type cannot be declared over the old one; the consistent-hash exchange of a new
         # partition count keeps its type, and unbinding the dropped partitions is enough.
-        partitions_only = endpoint.ordering == "key" and all(".p" in q.rsplit(".", 1)[-1][:2] for q in dropped)
+        partitions_only = endpoint.ordering == "key" and all(q.rsplit(".", 1)[-1].startswith("p") for q in dropped)
         raw = await channel.get_underlay_channel()
         if partitions_only:
             for queue in dropped:

@@ -186,18 +186,24 @@ async def test_changing_partitions_of_a_busy_endpoint_is_refused(config: WarrenC
         await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o", ordering="key", partitions=2))
     with pytest.raises(EndpointNotEmpty):
         await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o"))
-    # And once drained, the same change applies: the worker delivers through the new layout
+    # And once drained, the same changes apply: the worker delivers through each new layout
     async with Worker(config, name="w1", spread_partitions=False):
         await receiver.wait_for(lambda r: len(r.received) >= 20, timeout=10)
         await asyncio.sleep(0.3)  # acks settle before the re-layout counts the queues
-        await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o"))
-        connection = await connect(config.broker.url)
-        try:
-            publisher = await Publisher.open(connection, config.broker.prefix)
-            await publisher.publish(Event(type="x", data="after", tenant="o", id="after-relayout"))
-        finally:
-            await connection.close()
-        await receiver.wait_for(lambda r: "after-relayout" in {x.event_id for x in r.received}, timeout=5)
+        for step, fields in enumerate([{"ordering": "key", "partitions": 2}, {}]):
+            await apply_endpoint(config, endpoint(receiver, "ordered", tenant="o", **fields))
+            connection = await connect(config.broker.url)
+            try:
+                probe = QueueProbe(connection)
+                prefix = config.broker.prefix
+                assert await probe.depth(names.partition_queue(prefix, "ordered", 2)) is None
+                assert (await probe.depth(names.partition_queue(prefix, "ordered", 0)) is None) == (step == 1)
+                await probe.close()
+                publisher = await Publisher.open(connection, prefix)
+                await publisher.publish(Event(type="x", data=step, tenant="o", key="k", id=f"after-{step}"))
+            finally:
+                await connection.close()
+            await receiver.wait_for(lambda r, s=step: f"after-{s}" in {x.event_id for x in r.received}, timeout=5)
 
 
 @pytest.mark.timeout(45)
