@@ -37,6 +37,7 @@ from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueDepth, QueueProbe
 from warren.topology import names
+from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.delays import level_count
 from warren.topology.errors import EndpointNotEmpty, LiveApplyError, TopologyError
@@ -88,6 +89,12 @@ async def _layout(probe: QueueProbe, prefix: str, name: str) -> _Layout:
     return _Layout(consumed, dlq.ready if dlq else None, exchange)
 
 
+def _check_address(settings: WarrenConfig, endpoint: Endpoint) -> None:
+    # As the configuration refuses it at load for the file's endpoints (the worker checks again as it connects).
+    if not settings.delivery.allow_private_networks and (problem := url_host_problem(endpoint.url)):
+        raise LiveApplyError(f"endpoint {endpoint.name!r}: url refused: {problem}")
+
+
 def _check_delays(settings: WarrenConfig, endpoint: Endpoint) -> None:
     needed = level_count(endpoint.retry_policy(settings.retry).longest_delay)
     have = delay_levels(settings)
@@ -136,6 +143,7 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
     LiveApplyError when it cannot be applied otherwise, TopologyError when the broker refuses an object (or
     ``warren setup`` never ran), BrokerUnavailable or ManagementError when RabbitMQ cannot be reached.
     """
+    _check_address(settings, endpoint)
     _check_delays(settings, endpoint)
     prefix = settings.broker.prefix
     plan = endpoint_plan(settings, endpoint)
