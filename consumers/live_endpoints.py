@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 from collections.abc import Awaitable, Callable, Collection
 
 import aio_pika
@@ -195,6 +196,7 @@ class LiveEndpoints:
                 del self.serving[name]
                 log.info("live endpoint %s: %s", name, "stopped" if wanted is None else "reconfiguring")
             if wanted is not None:
+                started = time.monotonic()
                 try:
                     await self._serve(wanted)
                 except SERVE_FAILURES as exc:
@@ -203,7 +205,8 @@ class LiveEndpoints:
                     self._spawn(self._sync_later(name))
                     return
                 self.serving[name] = wanted
-                log.info("live endpoint %s: serving", name, extra={"endpoint": name})
+                took = time.monotonic() - started
+                log.info("live endpoint %s: serving (started in %.0f ms)", name, took * 1000, extra={"endpoint": name})
 
     async def _sync_later(self, name: str) -> None:
         await asyncio.sleep(RECONNECT_DELAY)

@@ -93,12 +93,14 @@ async def test_endpoints_created_while_events_flow_are_served_within_a_second(
 ) -> None:
     # Given two running workers that know no endpoint, and events flowing for five tenants nobody serves yet
     tenants = [f"c{i}" for i in range(5)]
-    async with Worker(config, name="w1"), Worker(config, name="w2"), Flow(config, tenants):
-        latencies = []
+    # (one event per tenant every 50 ms: the test process also runs the workers and the receiver)
+    async with Worker(config, name="w1"), Worker(config, name="w2"), Flow(config, tenants, interval=0.05):
+        latencies, calls = [], []
         for tenant in tenants:
             # When an endpoint for the tenant is applied live
             started = time.monotonic()
             await apply_endpoint(config, endpoint(receiver, f"ep-{tenant}", tenant=tenant))
+            calls.append(time.monotonic() - started)
             await receiver.wait_for(lambda r, t=tenant: first_at(r, f"ep-{t}") is not None, timeout=5)
             arrived = first_at(receiver, f"ep-{tenant}")
             assert arrived is not None
@@ -106,7 +108,8 @@ async def test_endpoints_created_while_events_flow_are_served_within_a_second(
         # Then each was delivered to within the bound, call to first delivery, with no restart
         print(
             f"\napply latency (call -> first delivery), {len(latencies)} endpoints: "
-            f"median {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
+            f"median {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms; "
+            f"the call itself: median {statistics.median(calls) * 1000:.0f} ms, max {max(calls) * 1000:.0f} ms"
         )
         assert max(latencies) < APPLY_LATENCY_LIMIT, latencies
         # And applying the same endpoint again changes nothing (idempotent) and keeps it served
