@@ -22,10 +22,10 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Collection
 
-import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
+from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import APPLY, EndpointRecord, decode_record
 from warren.broker.stream_read import read_to_end
 from warren.consumers.health.operator_events import PUBLISH_FAILURES
@@ -92,12 +92,7 @@ class LiveEndpoints:
                 await connection.close()
 
     async def _connect(self) -> bool:
-        try:
-            connection = await aio_pika.connect(
-                self.url, timeout=10, client_properties={"connection_name": f"warren-live-{os.getpid()}"}
-            )
-        except PUBLISH_FAILURES as exc:
-            raise BrokerUnavailable(f"live endpoints cannot reach RabbitMQ: {exc or type(exc).__name__}") from exc
+        connection = await connect_once(self.url, name=f"warren-live-{os.getpid()}")
         try:
             exchange, stream = names.endpoints_exchange(self.prefix), names.endpoints_stream(self.prefix)
             probe = await connection.channel()

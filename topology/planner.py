@@ -192,19 +192,28 @@ STATE_STREAM_MAX_BYTES = 16 * 1024 * 1024
 STATE_STREAM_SEGMENT_BYTES = 1024 * 1024
 
 
+def _remembered_broadcast(
+    exchange: str, stream: str, max_bytes: int, segment_bytes: int, role: str
+) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    """A fanout exchange every worker listens on, and a size-bounded stream bound to it that remembers."""
+    arguments: Arguments = {
+        "x-queue-type": "stream",
+        "x-max-length-bytes": max_bytes,
+        "x-stream-max-segment-size-bytes": segment_bytes,
+    }
+    queue = Queue(stream, arguments, role=role)
+    return [Exchange(exchange, "fanout")], [queue], [Binding(exchange, stream, "queue")]
+
+
 def _health_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     """Endpoint health: the control exchange every worker listens on, and the stream that remembers."""
-    control = Exchange(names.control_exchange(prefix), "fanout")
-    state = Queue(
+    return _remembered_broadcast(
+        names.control_exchange(prefix),
         names.state_queue(prefix),
-        {
-            "x-queue-type": "stream",
-            "x-max-length-bytes": STATE_STREAM_MAX_BYTES,
-            "x-stream-max-segment-size-bytes": STATE_STREAM_SEGMENT_BYTES,
-        },
-        role="endpoint states (stream)",
+        STATE_STREAM_MAX_BYTES,
+        STATE_STREAM_SEGMENT_BYTES,
+        "endpoint states (stream)",
     )
-    return [control], [state], [Binding(control.name, state.name, "queue")]
 
 
 # The endpoints stream holds full endpoint configurations (a few hundred bytes to a few KB each); workers
@@ -216,17 +225,13 @@ ENDPOINTS_STREAM_SEGMENT_BYTES = 4 * 1024 * 1024
 
 def _live_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     """Live endpoints: the exchange their configurations are announced on, and the stream that remembers them."""
-    announce = Exchange(names.endpoints_exchange(prefix), "fanout")
-    stream = Queue(
+    return _remembered_broadcast(
+        names.endpoints_exchange(prefix),
         names.endpoints_stream(prefix),
-        {
-            "x-queue-type": "stream",
-            "x-max-length-bytes": ENDPOINTS_STREAM_MAX_BYTES,
-            "x-stream-max-segment-size-bytes": ENDPOINTS_STREAM_SEGMENT_BYTES,
-        },
-        role="live endpoint configurations (stream)",
+        ENDPOINTS_STREAM_MAX_BYTES,
+        ENDPOINTS_STREAM_SEGMENT_BYTES,
+        "live endpoint configurations (stream)",
     )
-    return [announce], [stream], [Binding(announce.name, stream.name, "queue")]
 
 
 def endpoint_plan(config: WarrenConfig, endpoint: Endpoint) -> Plan:
