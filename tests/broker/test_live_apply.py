@@ -254,3 +254,39 @@ async def test_setup_plans_live_endpoints_so_prune_keeps_them(config: WarrenConf
         await probe.close()
     finally:
         await connection.close()
+
+
+@pytest.mark.timeout(45)
+async def test_live_tenant_endpoints_each_get_exactly_their_tenants_events(
+    config: WarrenConfig, receiver: Receiver
+) -> None:
+    # Given six tenants with two live endpoints each, applied while two workers run
+    tenants = [f"ten{i}" for i in range(6)]
+    async with Worker(config, name="w1"), Worker(config, name="w2"):
+        for tenant in tenants:
+            await apply_endpoint(config, endpoint(receiver, f"{tenant}-a", tenant=tenant))
+            await apply_endpoint(config, endpoint(receiver, f"{tenant}-b", tenant=tenant, events=["odd.*"]))
+        # When each tenant publishes events of two types
+        connection = await connect(config.broker.url)
+        try:
+            publisher = await Publisher.open(connection, config.broker.prefix)
+            events = [
+                Event(type=kind, data={}, tenant=t, id=f"{t}-{kind}-{n}")
+                for t in tenants
+                for kind in ("odd.one", "even.one")
+                for n in range(4)
+            ]
+            report = await publisher.publish_many(events)
+            assert not report.failed and publisher.unrouted_tenant_events == 0
+        finally:
+            await connection.close()
+        expected = {f"{t}-a": {e.id for e in events if e.tenant == t} for t in tenants} | {
+            f"{t}-b": {e.id for e in events if e.tenant == t and e.type == "odd.one"} for t in tenants
+        }
+        total = sum(len(ids) for ids in expected.values())
+        await receiver.wait_for(lambda r: len(r.received) >= total, timeout=10)
+    # Then each endpoint received exactly its tenant's events, each once
+    got: dict[str, list[str]] = {}
+    for request in receiver.received:
+        got.setdefault(request.path.rsplit("/", 1)[-1], []).append(request.event_id)
+    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in expected.items()}
