@@ -10,6 +10,7 @@ import pytest
 
 from tests.broker.ingest.conftest import OTHER_TOKEN, ApiServer, work_queue
 from warren.broker import wire
+from warren.broker.publisher import TENANT_EVENTS_UNROUTED
 from warren.topology.config import WarrenConfig
 
 Start = Callable[..., Awaitable[ApiServer]]
@@ -124,8 +125,20 @@ async def test_415_for_a_body_that_is_not_json(api: ApiServer, content_type: str
         ({"type": "order.created", "data": 1, "key": "é" * 101}, "key"),
         ({"type": "order.created", "data": 1, "sequense": 3}, "sequense"),
         (["not", "an", "object"], "(body)"),
+        ({"type": "order.created", "data": 1, "tenant": "Acme.Corp"}, "tenant"),
     ],
-    ids=["no-type", "no-data", "wildcard-type", "negative-seq", "string-seq", "bad-id", "key-bytes", "typo", "array"],
+    ids=[
+        "no-type",
+        "no-data",
+        "wildcard-type",
+        "negative-seq",
+        "string-seq",
+        "bad-id",
+        "key-bytes",
+        "typo",
+        "array",
+        "bad-tenant",
+    ],
 )
 async def test_422_names_the_field(api: ApiServer, body: Any, field: str) -> None:
     reply = await api.post("/v1/events", body)
@@ -150,6 +163,16 @@ async def test_409_when_no_endpoint_subscribes_to_the_type(api: ApiServer, queue
     assert "invoice.sent" in reply.body["message"]
     # And the API keeps working afterwards (the returned message did not break the channel)
     assert (await api.post("/v1/events", {"type": "order.created", "data": {}})).status == 202
+
+
+async def test_202_for_a_tenant_nobody_serves_counted_not_refused(api: ApiServer) -> None:
+    # Given no endpoint for tenant "newcomer" (the configured one has no tenant and no all_tenants)
+    before = TENANT_EVENTS_UNROUTED.labels("newcomer")._value.get()
+    # When an event for it arrives
+    reply = await api.post("/v1/events", {"type": "order.created", "data": {}, "tenant": "newcomer"})
+    # Then it is accepted and counted: a tenant without endpoints yet is normal, not the producer's mistake
+    assert reply.status == 202, reply.body
+    assert TENANT_EVENTS_UNROUTED.labels("newcomer")._value.get() == before + 1
 
 
 async def test_413_for_a_declared_length_over_max_body_before_reading_it(
