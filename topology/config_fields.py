@@ -25,14 +25,16 @@ Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-# A tenant is one word of a routing key (no '.', '*' or '#'): the same token as an endpoint name.
-TENANT_PATTERN = _NAME.pattern
-TENANT_RULE = "a tenant is a token of lowercase letters, digits, '-' and '_' (at most 63)"
+# A tenant is one word of a routing key (no '.', '*' or '#'), a token like an endpoint name but at most 54
+# characters: with the '.' and an event type of at most 200 bytes it always fits AMQP's 255-byte routing key.
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,53}$"
+TENANT_RULE = "a tenant is a token of lowercase letters, digits, '-' and '_' (at most 54)"
+_TENANT = re.compile(TENANT_PATTERN)
 
 
 def check_tenant(value: str) -> str:
     """``value`` when it is a valid tenant name; ValueError naming the rule otherwise."""
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
+    if not isinstance(value, str) or not _TENANT.fullmatch(value):
         raise ValueError(f"{value!r}: {TENANT_RULE}")
     return value
 

@@ -95,15 +95,15 @@ def test_a_tenant_leads_the_routing_key_and_joins_the_envelope() -> None:
     assert wire.H_TENANT not in (encode_event(plain).headers or {})
 
 
-@pytest.mark.parametrize("tenant", ["Acme", "a.b", "*", "#", "", "x" * 64, "-a"])
+@pytest.mark.parametrize("tenant", ["Acme", "a.b", "*", "#", "", "x" * 55, "-a"])
 def test_bad_tenants_are_refused(tenant: str) -> None:
     with pytest.raises(EventError, match="tenant"):
         Event(type="order.paid", data={}, tenant=tenant)
 
 
 def test_tenant_and_type_must_fit_one_routing_key() -> None:
-    with pytest.raises(EventError, match="255 bytes"):
-        Event(type="t" * 200, data={}, tenant="x" * 63)
+    # The longest tenant and the longest type still make a routing key AMQP takes (255 bytes at most)
+    assert len(Event(type="t" * 200, data={}, tenant="x" * 54).routing_key.encode()) == 255
     [parsed, bad] = list(
         read_event_lines(['{"type": "a", "data": 1, "tenant": "acme"}', '{"type": "a", "data": 1, "tenant": 7}'])
     )
