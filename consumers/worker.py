@@ -84,7 +84,7 @@ class Worker:
             endpoint_states=self._endpoint_states,
             is_ready=self._is_ready,
         )
-        self.connection = await connect(self.config.broker.url, name=f"{self.name}-{os.getpid()}")
+        self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
         delivery = self.config.delivery
         transport = self.transport
         if transport is None:
@@ -116,7 +116,7 @@ class Worker:
                 # Partitions are consumed as they are claimed, so that several workers share them.
                 runner.assigned = []
                 self.claims[runner.endpoint.name] = PartitionClaims(
-                    self.config.broker.url, runner, self.config.worker.rebalance_interval
+                    self.config.broker.urls, runner, self.config.worker.rebalance_interval
                 )
             if runner.paused_reason is None:  # a held endpoint is resumed by self.health when it may deliver
                 await runner.start_consuming()

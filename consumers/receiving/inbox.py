@@ -113,7 +113,7 @@ class Inbox:
     async def _start(self) -> None:
         await self.store.open()
         if self._connection is None:
-            self._connection = await connect(self.config.broker.url, name="warren-inbox")
+            self._connection = await connect(self.config.broker.urls, name="warren-inbox")
         self._publish_channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
         for source in self._sources:
             channel = await self._connection.channel()
