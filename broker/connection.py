@@ -35,6 +35,7 @@ __all__ = [
     "Nodes",
     "connect",
     "connect_once",
+    "current_node",
     "node_order",
     "nodes_text",
     "open_failure",
@@ -79,6 +80,11 @@ def node_order(nodes: Nodes, rng: random.Random | None = None) -> list[str]:
     order = [nodes] if isinstance(nodes, str) else list(nodes)
     (rng or random).shuffle(order)
     return order
+
+
+def current_node(connection: AbstractConnection) -> str:
+    """The node a connection is on now, credentials hidden (it changes when a robust connection fails over)."""
+    return redact_url(str(getattr(connection, "url", "?")))
 
 
 def nodes_text(nodes: Nodes) -> str:

@@ -6,9 +6,10 @@ import asyncio
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+from aio_pika.abc import AbstractConnection
 
-from warren.broker.confirm import one_at_a_time, publish_confirmed
+from warren.broker.confirm import one_at_a_time
+from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.events import Event, encode_event
 from warren.topology import names
 from warren.topology.errors import PublishError
@@ -29,7 +30,7 @@ class PublishReport:
 class Publisher:
     """Publishes events to the events exchange and waits for RabbitMQ's confirm of each one."""
 
-    def __init__(self, channel: AbstractChannel, exchange: AbstractExchange, max_payload: int | None) -> None:
+    def __init__(self, channel: ConfirmChannel, exchange: str, max_payload: int | None) -> None:
         self._channel = channel
         self._exchange = exchange
         self._max_payload = max_payload
@@ -38,9 +39,8 @@ class Publisher:
 
     @classmethod
     async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
-        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        exchange = await channel.get_exchange(names.events_exchange(prefix), ensure=False)
-        return cls(channel, exchange, max_payload)
+        channel = await ConfirmChannel(connection).open()
+        return cls(channel, names.events_exchange(prefix), max_payload)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -49,7 +49,7 @@ class Publisher:
         """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
         message = encode_event(event, self._max_payload)
         async with one_at_a_time(self._in_flight, event.id):
-            await publish_confirmed(
+            await self._channel.publish(
                 self._exchange,
                 message,
                 event.type,

@@ -16,7 +16,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.confirm import missing
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, nodes_text
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, current_node, nodes_text
 from warren.broker.publisher import Publisher
 from warren.topology import names
 from warren.topology.config import BrokerSettings
@@ -74,7 +74,6 @@ class BrokerLink:
 
     async def _connect_forever(self) -> None:
         delay = self._retry_initial
-        url = nodes_text(self._broker.urls)
         while True:
             # The attempt runs as its own task and is shielded: cancelling a robust connect half-way leaves
             # aio-pika reconnecting in the background, so on close() we let it finish and close what it made.
@@ -90,6 +89,7 @@ class BrokerLink:
                 delay = min(delay * 2, self._retry_cap)
                 continue
             self._connection, self._attempt = connection, None
+            url = current_node(connection)
             try:
                 # Size is checked by the API before publishing (it answers 413 for it), not again here.
                 self._publisher = await Publisher.open(connection, self._broker.prefix)
