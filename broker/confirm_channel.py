@@ -7,9 +7,11 @@ in 3.11/3.12). A new channel asks the cluster afresh and finds the new leader.
 
 So every confirmed publish of a long-lived process (the publisher behind ``warren api`` and ``warren publish``,
 the worker's delay chain and DLQ moves, the inbox, DLQ replays) goes through ``ConfirmChannel.publish``: on a
-nack it opens a new channel and publishes once more there; a second nack is the caller's PublishError. The old
-channel is closed once its publishes still in flight have their answers, so a nack of one does not fail the
-others. tests/cluster/test_stale_nack.py reproduces the trap on a real cluster.
+nack it opens a new channel and, after a short pause, publishes again there. A new channel opened before the
+new leader is elected is as stale as the old one, so this is done up to ``RENEWALS`` times with growing pauses
+(0.25 s, 0.5 s, 1 s); a nack after that is the caller's PublishError. The old channel is closed once its
+publishes still in flight have their answers, so a nack of one does not fail the others.
+tests/cluster/test_stale_nack.py reproduces the trap on a real cluster.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from warren.topology.errors import PublishError, describe
 __all__ = ["ConfirmChannel"]
 
 log = logging.getLogger(__name__)
+
+# New channels tried after a nack, and the pause before the first re-publish (doubling after each).
+RENEWALS = 3
+RENEW_PAUSE = 0.25
 
 
 class ConfirmChannel:
@@ -74,8 +80,8 @@ class ConfirmChannel:
         event_id: str | None = None,
         unroutable: str | None = None,
     ) -> None:
-        """``publish_confirmed`` on the current channel; after a nack, once more on a new one."""
-        for last in (False, True):
+        """``publish_confirmed`` on the current channel; after a nack, again on a new one (module docstring)."""
+        for renewal in range(RENEWALS + 1):
             channel = self.channel
             self._in_flight[channel] += 1
             try:
@@ -85,13 +91,14 @@ class ConfirmChannel:
                 )
                 return
             except Nacked:
-                if last:
+                if renewal == RENEWALS:
                     raise
                 await self._renew(channel)
             finally:
                 self._in_flight[channel] -= 1
                 if channel in self._retired and self._in_flight[channel] <= 0:
                     await self._close(channel)
+            await asyncio.sleep(RENEW_PAUSE * 2**renewal)
 
     async def _renew(self, nacked: AbstractChannel) -> None:
         """A new channel in place of ``nacked`` (once, however many of its publishes were nacked)."""
