@@ -148,35 +148,35 @@ def _unavailable(order: Sequence[str], failures: list[tuple[str, Exception]]) ->
     return BrokerUnavailable(f"cannot connect to RabbitMQ at any of {len(order)} nodes ({reasons})")
 
 
-async def connect(nodes: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
-    """A robust connection to the first node that opens (in a shuffled order); after that it reconnects by
-    itself, to the next node when its own is gone, and re-declares consumers."""
-    order = node_order(nodes)
+async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
+    """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
+    after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
+    order = node_order(url)
     failures: list[tuple[str, Exception]] = []
-    for index, url in enumerate(order):
+    for index, node in enumerate(order):
         connection = _RobustConnection(
-            URL(url), nodes=order[index:] + order[:index], client_properties={"connection_name": name}
+            URL(node), nodes=order[index:] + order[:index], client_properties={"connection_name": name}
         )
         try:
             await connection.connect(timeout)
         except OPEN_EXCEPTIONS as exc:
-            failures.append((url, exc))
+            failures.append((node, exc))
             continue
         return connection
     raise _unavailable(order, failures) from failures[-1][1]
 
 
-async def connect_once(nodes: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
+async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
     """A plain connection for one command (``warren dlq``, ``warren status``), to the first node that opens.
 
     A lost link fails the command, which then says to run it again; a robust connection would restore it
     behind the command's back and re-create consumers on channels the command no longer tracks.
     """
-    order = node_order(nodes)
+    order = node_order(url)
     failures: list[tuple[str, Exception]] = []
-    for url in order:
+    for node in order:
         try:
-            return await aio_pika.connect(url, timeout=timeout, client_properties={"connection_name": name})
+            return await aio_pika.connect(node, timeout=timeout, client_properties={"connection_name": name})
         except OPEN_EXCEPTIONS as exc:
-            failures.append((url, exc))
+            failures.append((node, exc))
     raise _unavailable(order, failures) from failures[-1][1]
