@@ -15,7 +15,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, connect_once, redact_url
+from warren.broker.connection import CONNECTION_EXCEPTIONS, Nodes, connect, connect_once, nodes_text
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.live_set import announced_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
@@ -278,10 +278,10 @@ async def declare_plan(connection: AbstractConnection, plan: Plan, passive: Set[
             await channel.close()
 
 
-async def _check_amqp(url: str) -> None:
+async def _check_amqp(nodes: Nodes) -> None:
     """A dry run compares through the management API; it gates a deploy only if AMQP, which declares, works too."""
     try:
-        connection = await connect_once(url, name="warren-setup-dry-run")
+        connection = await connect_once(nodes, name="warren-setup-dry-run")
     except BrokerUnavailable as exc:
         raise BrokerUnavailable(f"dry run could not be completed: {exc}") from exc
     await connection.close()
@@ -290,7 +290,7 @@ async def _check_amqp(url: str) -> None:
 async def _with_live(config: WarrenConfig) -> WarrenConfig:
     """``config`` and the live endpoints; unchanged when AMQP cannot be reached (the steps after report that)."""
     try:
-        connection = await connect_once(config.broker.url, name="warren-setup-live")
+        connection = await connect_once(config.broker.urls, name="warren-setup-live")
     except BrokerUnavailable:
         return config
     try:
@@ -336,14 +336,14 @@ async def apply_setup(
     if not report.ok:
         raise SetupFailed(report)
     if dry_run:
-        await _check_amqp(broker.url)
+        await _check_amqp(broker.urls)
         if prune_leftovers:
             report.leftovers = preview(leftovers, state.queues, force)
         return report
     if report.policy_changes:
         async with ManagementClient.from_settings(broker) as api:
             await _apply_policies(api, report.policy_changes)
-    connection = await connect(broker.url, name="warren-setup")
+    connection = await connect(broker.urls, name="warren-setup")
     try:
         await declare_plan(connection, plan, {queue for policy in wanted for queue in policy.queues})
         report.applied = True
@@ -354,7 +354,7 @@ async def apply_setup(
         raise TopologyError(f"the plan is applied, but pruning a leftover failed: {exc}; run setup again") from exc
     except CONNECTION_EXCEPTIONS as exc:
         raise BrokerUnavailable(
-            f"lost the connection to RabbitMQ at {redact_url(broker.url)} during setup: {exc}"
+            f"lost the connection to RabbitMQ at {nodes_text(broker.urls)} during setup: {exc}"
         ) from exc
     finally:
         await connection.close()

@@ -18,10 +18,22 @@ from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractMessage, Abs
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.topology.errors import PublishError, TopologyError, UnroutableError, describe
 
-__all__ = ["LINK_ERRORS", "existing_exchange", "existing_queue", "missing", "one_at_a_time", "publish_confirmed"]
+__all__ = [
+    "LINK_ERRORS",
+    "Nacked",
+    "existing_exchange",
+    "existing_queue",
+    "missing",
+    "one_at_a_time",
+    "publish_confirmed",
+]
 
 # The link, not the message: aio-pika raises RuntimeError for a channel that is closed or not reopened yet.
 LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
+
+
+class Nacked(PublishError):
+    """RabbitMQ answered the publish with a nack: not stored. On 3.10 the channel may be stale (confirm_channel.py)."""
 
 
 def missing(kind: str, name: str) -> str:
@@ -50,7 +62,7 @@ async def publish_confirmed(
         text = unroutable or f"{what} is unroutable: {exchange.name} routes {routing_key!r} to no queue"
         raise UnroutableError(text, event_id) from exc
     except aiormq.exceptions.DeliveryError as exc:
-        raise PublishError(f"RabbitMQ refused {what} (nack)", event_id) from exc
+        raise Nacked(f"RabbitMQ refused {what} (nack)", event_id) from exc
     except LINK_ERRORS as exc:
         raise PublishError(f"{what} not confirmed: connection to RabbitMQ lost ({describe(exc)})", event_id) from exc
     except aiormq.exceptions.AMQPError as exc:  # e.g. the channel closed by the broker (a deleted exchange)

@@ -1,4 +1,10 @@
-"""Connecting to RabbitMQ, with its failures mapped to BrokerUnavailable in one place.
+"""Connecting to RabbitMQ: one node or a cluster's nodes, with failures mapped to BrokerUnavailable in one place.
+
+Every connection Warren makes (worker, publisher, ``warren api``, CLI commands) comes from ``connect`` or
+``connect_once``, which take one URL or a list of a cluster's nodes. The list is shuffled per connection, so
+that a fleet spreads over the nodes, and the first node that opens wins. A robust connection that later loses
+its node reconnects to the next one in its order, one node per attempt, round and round (aio-pika's robust
+connection knows one URL: ``_RobustConnection`` swaps it before each attempt).
 
 A vhost that does not exist (or that the user may not use) is refused while the connection opens: RabbitMQ
 answers ``connection.open`` with ``connection.close`` (530 NOT_ALLOWED), which aiormq reports as an
@@ -9,17 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
+from yarl import URL
 
 from warren.topology.errors import BrokerUnavailable, describe
 from warren.topology.redact import redact_url
 
-__all__ = ["CONNECTION_EXCEPTIONS", "OPEN_EXCEPTIONS", "connect", "connect_once", "open_failure", "redact_url"]
+__all__ = [
+    "CONNECTION_EXCEPTIONS",
+    "OPEN_EXCEPTIONS",
+    "Nodes",
+    "connect",
+    "connect_once",
+    "current_node",
+    "node_order",
+    "nodes_text",
+    "open_failure",
+    "redact_url",
+]
+
+# One node's URL, or the URLs of a cluster's nodes (``BrokerSettings.urls``).
+Nodes = str | Sequence[str]
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
 CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
@@ -51,13 +75,58 @@ def open_failure(url: str, exc: Exception) -> BrokerUnavailable:
     return BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}")
 
 
+def node_order(nodes: Nodes, rng: random.Random | None = None) -> list[str]:
+    """The nodes in the order one connection tries them: shuffled, so that a fleet spreads over the cluster."""
+    order = [nodes] if isinstance(nodes, str) else list(nodes)
+    (rng or random).shuffle(order)
+    return order
+
+
+def current_node(connection: AbstractConnection) -> str:
+    """The node a connection is on now, credentials hidden (it changes when a robust connection fails over)."""
+    return redact_url(str(getattr(connection, "url", "?")))
+
+
+def nodes_text(nodes: Nodes) -> str:
+    """The nodes for a message, credentials hidden: ``amqp://***@h1:5672/`` or ``any of [..., ...]``."""
+    if isinstance(nodes, str) or len(nodes) == 1:
+        return redact_url(nodes if isinstance(nodes, str) else nodes[0])
+    return "any of [" + ", ".join(redact_url(url) for url in nodes) + "]"
+
+
 class _RobustConnection(aio_pika.RobustConnection):
-    """aio-pika's robust connection, closed when its first connect fails or is cancelled.
+    """aio-pika's robust connection, failing over between nodes, and closed when its first connect fails.
+
+    aio-pika reconnects to ``self.url`` and, before each attempt, sets ``transport`` to None (version pinned in
+    constraints.txt; tests/broker/test_connection_failover.py holds it to that): once the first connect has
+    succeeded, each such attempt moves ``self.url`` to the next node, so a dead node is left at once and a
+    second dead one costs one ``reconnect_interval``.
 
     aio-pika starts a reconnecting task on the first connect and leaves it running when that connect is cancelled
     (it logs "cancelled. Reconnecting" and swallows further cancellations): a process told to stop while
     RabbitMQ hangs its handshake would then never exit.
     """
+
+    def __init__(self, url: URL, *, nodes: Sequence[str] = (), **kwargs: Any) -> None:
+        self._nodes = [URL(node) for node in nodes] or [URL(url)]
+        self._node = 0
+        self._opened_once = False
+        super().__init__(url, **kwargs)
+
+    @property
+    def transport(self) -> Any:
+        return self.__dict__.get("_transport")
+
+    @transport.setter
+    def transport(self, value: Any) -> None:
+        if value is None and self.__dict__.get("_opened_once") and not self._close_called:
+            self._node = (self._node + 1) % len(self._nodes)
+            self.url = self._nodes[self._node]
+        self.__dict__["_transport"] = value
+
+    async def _on_connected(self) -> None:
+        await super()._on_connected()
+        self._opened_once = True
 
     async def connect(self, timeout: float | None = None) -> None:
         try:
@@ -68,23 +137,46 @@ class _RobustConnection(aio_pika.RobustConnection):
             raise
 
 
-async def connect(url: str, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
-    """A robust connection: after the first success it reconnects by itself and re-declares consumers."""
-    try:
-        return await aio_pika.connect_robust(
-            url, timeout=timeout, client_properties={"connection_name": name}, connection_class=_RobustConnection
+def _unavailable(order: Sequence[str], failures: list[tuple[str, Exception]]) -> BrokerUnavailable:
+    """One node: its own message. Several: the vhost refusal if any node gave it, else every node's failure."""
+    if len(failures) == 1:
+        return open_failure(*failures[0])
+    for url, exc in failures:
+        if isinstance(exc, aiormq.exceptions.InvalidFrameError):
+            return open_failure(url, exc)
+    reasons = "; ".join(f"{redact_url(url)}: {describe(exc)}" for url, exc in failures)
+    return BrokerUnavailable(f"cannot connect to RabbitMQ at any of {len(order)} nodes ({reasons})")
+
+
+async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
+    """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
+    after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
+    order = node_order(url)
+    failures: list[tuple[str, Exception]] = []
+    for index, node in enumerate(order):
+        connection = _RobustConnection(
+            URL(node), nodes=order[index:] + order[:index], client_properties={"connection_name": name}
         )
-    except OPEN_EXCEPTIONS as exc:
-        raise open_failure(url, exc) from exc
+        try:
+            await connection.connect(timeout)
+        except OPEN_EXCEPTIONS as exc:
+            failures.append((node, exc))
+            continue
+        return connection
+    raise _unavailable(order, failures) from failures[-1][1]
 
 
-async def connect_once(url: str, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
-    """A plain connection for one command (``warren dlq``, ``warren status``).
+async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
+    """A plain connection for one command (``warren dlq``, ``warren status``), to the first node that opens.
 
     A lost link fails the command, which then says to run it again; a robust connection would restore it
     behind the command's back and re-create consumers on channels the command no longer tracks.
     """
-    try:
-        return await aio_pika.connect(url, timeout=timeout, client_properties={"connection_name": name})
-    except OPEN_EXCEPTIONS as exc:
-        raise open_failure(url, exc) from exc
+    order = node_order(url)
+    failures: list[tuple[str, Exception]] = []
+    for node in order:
+        try:
+            return await aio_pika.connect(node, timeout=timeout, client_properties={"connection_name": name})
+        except OPEN_EXCEPTIONS as exc:
+            failures.append((node, exc))
+    raise _unavailable(order, failures) from failures[-1][1]

@@ -175,7 +175,7 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
     # round trips, and these two need nothing of each other.
     stale_reading = asyncio.ensure_future(_stale_subscriptions(settings, endpoint))
     try:
-        connection = await connect_once(settings.broker.url, name="warren-live-apply")
+        connection = await connect_once(settings.broker.urls, name="warren-live-apply")
     except BaseException:
         stale_reading.cancel()
         raise
@@ -250,7 +250,7 @@ async def remove_endpoint(settings: Settings, name: str, *, force: bool) -> None
     back from the workers as they stopped, raises it after stopping delivery, with every message still queued.
     """
     prefix = settings.broker.prefix
-    connection = await connect_once(settings.broker.url, name="warren-live-remove")
+    connection = await connect_once(settings.broker.urls, name="warren-live-remove")
     try:
         layout = await _layout(connection, prefix, name)
         held = {q: n for q, n in layout.consumed.items() if n}

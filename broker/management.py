@@ -1,9 +1,14 @@
 """A small client for RabbitMQ's management HTTP API: what AMQP cannot tell or do (arguments of existing
-objects, exact queue counts per consumer, vhosts, shovels)."""
+objects, exact queue counts per consumer, vhosts, shovels).
+
+On a cluster (``management_url`` as a list) any node answers for all of them: a node that refuses the
+connection is skipped for the next one, and the one that answered is asked first from then on.
+"""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -22,8 +27,12 @@ def _q(part: str) -> str:
 class ManagementClient:
     """``async with ManagementClient.from_settings(settings) as api: await api.queue("warren.ep.acme.q")``."""
 
-    def __init__(self, base_url: str, user: str, password: str, vhost: str, timeout: float = 10.0) -> None:
-        self.base_url = base_url.rstrip("/")
+    def __init__(
+        self, base_url: str | Sequence[str], user: str, password: str, vhost: str, timeout: float = 10.0
+    ) -> None:
+        bases = [base_url] if isinstance(base_url, str) else list(base_url)
+        self._bases = [base.rstrip("/") for base in bases]
+        self.base_url = self._bases[0]
         self.vhost = vhost
         # A plain header: aiohttp >= 3.14 deprecates BasicAuth and the session's auth= parameter.
         token = base64.b64encode(f"{user}:{password}".encode()).decode()
@@ -34,7 +43,7 @@ class ManagementClient:
     @classmethod
     def from_settings(cls, settings: BrokerSettings, vhost: str | None = None) -> ManagementClient:
         user, password = settings.management_credentials()
-        return cls(settings.management_base(), user, password, vhost or settings.vhost)
+        return cls(settings.management_bases(), user, password, vhost or settings.vhost)
 
     async def __aenter__(self) -> ManagementClient:
         self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
@@ -52,7 +61,21 @@ class ManagementClient:
         """One API call; JSON in and out. Raises ManagementError with the status and the API's reason."""
         if self._session is None:
             self._session = aiohttp.ClientSession(headers=self._headers, timeout=self._timeout)
-        url = f"{self.base_url}/api/{path}"
+        order = [self.base_url, *(other for other in self._bases if other != self.base_url)]
+        for tried, base in enumerate(order, 1):
+            try:
+                result = await self._request(base, method, path, body, allow_404)
+            except aiohttp.ClientConnectorError as exc:  # nothing was sent: the next node can take it
+                if tried == len(order):
+                    raise ManagementError(f"management API at {base} unreachable: {exc}") from exc
+                continue
+            self.base_url = base
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _request(self, base: str, method: str, path: str, body: Any, allow_404: bool) -> Any:
+        assert self._session is not None
+        url = f"{base}/api/{path}"
         try:
             async with self._session.request(method, url, json=body) as response:
                 if response.status == 404 and allow_404:
@@ -64,10 +87,12 @@ class ManagementClient:
                         response.status,
                     )
                 return await response.json(content_type=None) if text else None
+        except aiohttp.ClientConnectorError:
+            raise
         except aiohttp.ClientError as exc:
-            raise ManagementError(f"management API at {self.base_url} unreachable: {exc}") from exc
+            raise ManagementError(f"management API at {base} unreachable: {exc}") from exc
         except TimeoutError as exc:
-            raise ManagementError(f"management API at {self.base_url} timed out") from exc
+            raise ManagementError(f"management API at {base} timed out") from exc
 
     # --- reading -------------------------------------------------------------------------------------
     async def overview(self) -> dict[str, Any]:

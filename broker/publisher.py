@@ -9,10 +9,11 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+from aio_pika.abc import AbstractConnection
 from prometheus_client import Counter
 
-from warren.broker.confirm import missing, one_at_a_time, publish_confirmed
+from warren.broker.confirm import missing, one_at_a_time
+from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.events import Event, encode_event
 from warren.topology import names
 from warren.topology.errors import PublishError, UnroutableError
@@ -45,12 +46,12 @@ class Publisher:
 
     def __init__(
         self,
-        channel: AbstractChannel,
-        exchange: AbstractExchange,
+        channel: ConfirmChannel,
+        exchange: str,
         max_payload: int | None,
-        tenants: AbstractExchange | None = None,
+        tenants: str | None = None,
     ) -> None:
-        """``tenants`` is the tenants exchange; None when the broker has none (a topology set up before tenants)."""
+        """``tenants`` names the tenants exchange; None when the broker has none (a topology set up before tenants)."""
         self._channel = channel
         self._exchange = exchange
         self._tenants = tenants
@@ -61,20 +62,19 @@ class Publisher:
 
     @classmethod
     async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
-        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        exchange = await channel.get_exchange(names.events_exchange(prefix), ensure=False)
-        tenants: AbstractExchange | None = None
+        channel = await ConfirmChannel(connection).open()
+        tenants: str | None = None
         # Checked on a channel of its own: a missing exchange closes the channel that asked.
         probe = await connection.channel()
         try:
             await probe.get_exchange(names.tenants_exchange(prefix), ensure=True)
-            tenants = await channel.get_exchange(names.tenants_exchange(prefix), ensure=False)
+            tenants = names.tenants_exchange(prefix)
         except aiormq.exceptions.ChannelNotFoundEntity:
             log.warning("%s", missing("exchange", names.tenants_exchange(prefix)) + " (events for a tenant fail)")
         finally:
             with contextlib.suppress(Exception):
                 await probe.close()
-        return cls(channel, exchange, max_payload, tenants)
+        return cls(channel, names.events_exchange(prefix), max_payload, tenants)
 
     async def close(self) -> None:
         await self._channel.close()
@@ -93,7 +93,7 @@ class Publisher:
             )
         async with one_at_a_time(self._in_flight, event.id):
             try:
-                await publish_confirmed(
+                await self._channel.publish(
                     exchange,
                     message,
                     event.routing_key,

@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
@@ -48,7 +48,7 @@ class LiveEndpoints:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         prefix: str,
         *,
         serve: Callable[[Endpoint], Awaitable[None]],

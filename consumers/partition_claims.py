@@ -23,10 +23,10 @@ import math
 import os
 import random
 
-import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
+from warren.broker.connection import Nodes, connect_once
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.fleet import join_roster
 from warren.topology.errors import describe
@@ -44,8 +44,8 @@ def fair_share(partitions: int, workers: int) -> int:
 class PartitionClaims:
     """Claims and releases one ordered endpoint's partitions for this worker, every ``interval`` seconds."""
 
-    def __init__(self, url: str, runner: EndpointRunner, interval: float) -> None:
-        self.url = url
+    def __init__(self, nodes: Nodes, runner: EndpointRunner, interval: float) -> None:
+        self.nodes = nodes
         self.runner = runner
         self.interval = interval
         self.roster_name = f"{runner.queue_names[0].rsplit('.', 1)[0]}.roster"
@@ -76,9 +76,7 @@ class PartitionClaims:
                 await self._connection.close()
 
     async def _connect(self) -> None:
-        self._connection = await aio_pika.connect(
-            self.url, client_properties={"connection_name": f"warren-claims-{os.getpid()}"}
-        )
+        self._connection = await connect_once(self.nodes, name=f"warren-claims-{os.getpid()}")
         self._connection.close_callbacks.add(self._on_lost)
         self._channel, _ = await join_roster(self._connection, self.roster_name)
         self.owned = []

@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker import wire
-from warren.broker.confirm import publish_confirmed
+from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.consumers.ack_batcher import AckBatcher
 from warren.consumers.delivery import Delivery, dead_headers, retry_headers
@@ -57,21 +57,19 @@ class Settler:
         self._clock = clock
         # Unordered queues batch their acks; a partition (prefetch 1) must ack at once to get its next message.
         self.acks: AckBatcher | None = None if ordered else AckBatcher()
-        self._channel: AbstractChannel | None = None
-        self._delay_exchange: AbstractExchange | None = None
-        self._dead_exchange: AbstractExchange | None = None
+        self._channel: ConfirmChannel | None = None
+        self._delay_exchange = ""
+        self._dead_exchange = ""
 
     async def open(self, connection: AbstractRobustConnection, prefix: str) -> None:
         """The publishing channel, with confirms and returns raised, and the two exchanges it moves into."""
-        self._channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-        top = names.delay_exchange(prefix, self.delay_levels - 1)
-        self._delay_exchange = await self._channel.get_exchange(top, ensure=False)
-        self._dead_exchange = await self._channel.get_exchange(names.dead_exchange(prefix), ensure=False)
+        self._channel = await ConfirmChannel(connection).open()
+        self._delay_exchange = names.delay_exchange(prefix, self.delay_levels - 1)
+        self._dead_exchange = names.dead_exchange(prefix)
 
     async def close(self) -> None:
-        if self._channel is not None and not self._channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-                await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -145,15 +143,15 @@ class Settler:
     async def _move(
         self,
         message: AbstractIncomingMessage,
-        exchange: AbstractExchange | None,
+        exchange: str,
         routing_key: str,
         headers: Mapping[str, Any],
         how: Settlement,
     ) -> None:
-        assert exchange is not None, "Settler.open() first"
+        assert self._channel is not None, "Settler.open() first"
         where = "the DLQ" if how == "dead-lettered" else "the delay chain"
         try:
-            await publish_confirmed(
+            await self._channel.publish(
                 exchange, wire.onward(message, headers), routing_key, what=f"{message.message_id} into {where}"
             )
         except PublishError as exc:

@@ -93,7 +93,7 @@ class Worker:
             endpoint_states=self._endpoint_states,
             is_ready=self._is_ready,
         )
-        self.connection = await connect(self.config.broker.url, name=f"{self.name}-{os.getpid()}")
+        self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
         delivery = self.config.delivery
         transport = self.transport
         if transport is None:
@@ -116,7 +116,7 @@ class Worker:
                 # Partitions are consumed as they are claimed, so that several workers share them.
                 runner.assigned = []
                 self.claims[runner.endpoint.name] = PartitionClaims(
-                    self.config.broker.url, runner, self.config.worker.rebalance_interval
+                    self.config.broker.urls, runner, self.config.worker.rebalance_interval
                 )
             if runner.paused_reason is None:  # a held endpoint is resumed by self.health when it may deliver
                 await runner.start_consuming()
@@ -125,7 +125,7 @@ class Worker:
         self.health.activate()
         if self.serve_live:
             self.live = LiveEndpoints(
-                self.config.broker.url,
+                self.config.broker.urls,
                 self.config.broker.prefix,
                 serve=self.serve_endpoint,
                 unserve=self.unserve_endpoint,
@@ -160,7 +160,7 @@ class Worker:
             claims = None
             if runner.ordered and self.spread_partitions:
                 runner.assigned = []
-                claims = PartitionClaims(self.config.broker.url, runner, self.config.worker.rebalance_interval)
+                claims = PartitionClaims(self.config.broker.urls, runner, self.config.worker.rebalance_interval)
                 self.claims[endpoint.name] = claims
             if may_consume:
                 await runner.start_consuming()

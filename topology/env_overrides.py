@@ -70,8 +70,9 @@ def _problem(variable: str, path: tuple[str, ...], model: type[BaseModel]) -> st
             return None
         label = ".".join(path[: depth + 1])
         if _is_sequence(field.annotation):
+            whole = ENV_PREFIX + DELIMITER.join(path[: depth + 1]).upper()
             return (
-                f"{variable}: single entries of {label} cannot be overridden; set {ENV_PREFIX}{label.upper()} "
+                f"{variable}: single entries of {label} cannot be overridden; set {whole} "
                 f'to the whole list as JSON (or, for a secret, write secret = "env:NAME" in the file)'
             )
         inner = _model_of(field.annotation)

@@ -8,7 +8,8 @@ WarrenError
 ├── SecretError              (topology.secrets) a secret is malformed or its variable missing; also a ValueError
 ├── EventError               an event cannot be published as given (bad id, type or key, too large, not JSON)
 ├── PublishError             RabbitMQ did not take a message: returned as unroutable, nacked, or the link failed
-│   └── UnroutableError      no queue is bound for the message (for an event: nothing subscribes to its type)
+│   ├── UnroutableError      no queue is bound for the message (for an event: nothing subscribes to its type)
+│   └── Nacked               (broker.confirm) RabbitMQ nacked it (after new channels: broker.confirm_channel)
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
 ├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report

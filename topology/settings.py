@@ -16,9 +16,10 @@ from warren.topology.secrets import SecretError, resolve_secret_text
 class BrokerSettings(_Frozen):
     """Where RabbitMQ is, and how Warren names and types what it declares there."""
 
-    # Both URLs may hold a password: kept out of repr (and so out of logged configs and tracebacks).
-    url: str = Field(default="amqp://guest:guest@127.0.0.1:5672/%2F", repr=False)
-    management_url: str = Field(default="http://guest:guest@127.0.0.1:15672", repr=False)
+    # Both URLs may hold a password: kept out of repr (and so out of logged configs and tracebacks). Either is
+    # one node's URL or a list of a cluster's nodes (``urls`` and ``management_urls`` always give the list).
+    url: NodeUrls = Field(default="amqp://guest:guest@127.0.0.1:5672/%2F", repr=False)
+    management_url: NodeUrls = Field(default="http://guest:guest@127.0.0.1:15672", repr=False)
     management_user: str | None = None
     management_password: str | None = Field(default=None, repr=False)
     prefix: str = "warren"
@@ -33,31 +34,73 @@ class BrokerSettings(_Frozen):
 
     @field_validator("url")
     @classmethod
-    def _amqp_url(cls, value: str) -> str:
-        if urlsplit(value).scheme not in ("amqp", "amqps"):
-            raise ValueError("url must be an amqp:// or amqps:// URL")
+    def _amqp_url(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        urls = _listed(value, "url")
+        if any(urlsplit(url).scheme not in ("amqp", "amqps") for url in urls):
+            raise ValueError("url must be an amqp:// or amqps:// URL (or a list of them, one per cluster node)")
+        if len({_vhost_of(url) for url in urls}) > 1:
+            raise ValueError("the nodes listed in url must name the same vhost (they are one cluster)")
+        return value
+
+    @field_validator("management_url")
+    @classmethod
+    def _http_url(cls, value: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        if any(urlsplit(url).scheme not in ("http", "https") for url in _listed(value, "management_url")):
+            raise ValueError("management_url must be an http:// or https:// URL (or a list of them)")
         return value
 
     @property
+    def urls(self) -> tuple[str, ...]:
+        """The AMQP URL of every node, in the order configured (connections shuffle it: broker/nodes.py)."""
+        return (self.url,) if isinstance(self.url, str) else self.url
+
+    @property
+    def management_urls(self) -> tuple[str, ...]:
+        return (self.management_url,) if isinstance(self.management_url, str) else self.management_url
+
+    @property
     def vhost(self) -> str:
-        path = urlsplit(self.url).path
-        return unquote(path[1:]) if len(path) > 1 else "/"
+        return _vhost_of(self.urls[0])
 
     def management_credentials(self) -> tuple[str, str]:
-        """User and password for the management API: explicit fields first, then the URL, then guest."""
-        parts = urlsplit(self.management_url)
+        """User and password for the management API: explicit fields first, then the (first) URL, then guest."""
+        parts = urlsplit(self.management_urls[0])
         user = self.management_user or (unquote(parts.username) if parts.username else "guest")
         password = self.management_password or (unquote(parts.password) if parts.password else "guest")
         return user, password
 
     def management_base(self) -> str:
-        """The management API's base URL without credentials."""
-        parts = urlsplit(self.management_url)
-        host = parts.hostname or "127.0.0.1"
-        netloc = f"[{host}]" if ":" in host else host
-        if parts.port:
-            netloc += f":{parts.port}"
-        return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
+        """The (first) management API's base URL without credentials."""
+        return self.management_bases()[0]
+
+    def management_bases(self) -> tuple[str, ...]:
+        """Every node's management API base URL without credentials, in the order configured."""
+        return tuple(_without_credentials(url) for url in self.management_urls)
+
+
+# One node's URL, or a list of a cluster's nodes (a TOML array, or WARREN_BROKER__URL='["amqp://...", ...]').
+NodeUrls = str | tuple[str, ...]
+
+
+def _listed(value: str | tuple[str, ...], field: str) -> tuple[str, ...]:
+    urls = (value,) if isinstance(value, str) else value
+    if not urls:
+        raise ValueError(f"{field} lists no node: give one URL or a list of at least one")
+    return urls
+
+
+def _vhost_of(url: str) -> str:
+    path = urlsplit(url).path
+    return unquote(path[1:]) if len(path) > 1 else "/"
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
 class RetryPolicy(_Frozen):

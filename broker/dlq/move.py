@@ -8,18 +8,17 @@ duplicate the receiver drops by its ``webhook-id``; there is no moment at which 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiormq.exceptions
 from aio_pika import Message
-from aio_pika.abc import AbstractConnection, AbstractExchange, AbstractIncomingMessage
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker import wire
-from warren.broker.confirm import existing_exchange, publish_confirmed
+from warren.broker.confirm import existing_exchange
+from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
 from warren.broker.dlq.letters import DeadLetter
@@ -74,23 +73,22 @@ async def move_selected(
     Raises ReplayError at the first message RabbitMQ refuses (it stays in the DLQ, as does everything after).
     """
     exchange_name = names.endpoint_exchange(prefix, endpoint)
-    publish_channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    publisher = await ConfirmChannel(connection).open()
     try:
-        exchange = await existing_exchange(publish_channel, exchange_name)
+        await existing_exchange(publisher.channel, exchange_name)
         async with hold_messages(connection, names.dlq(prefix, endpoint), scan=scan) as held:
             report = MoveReport(held.depth, len(held.messages))
             report.chosen = select(held.letters(), selection, newest_first=newest_first)
             if not dry_run and report.chosen:
-                await _move(exchange, held.messages, report, window, on_moved)
+                await _move(publisher, exchange_name, held.messages, report, window, on_moved)
             return report
     finally:
-        if not publish_channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await publish_channel.close()
+        await publisher.close()
 
 
 async def _move(
-    exchange: AbstractExchange,
+    publisher: ConfirmChannel,
+    exchange: str,
     messages: list[AbstractIncomingMessage],
     report: MoveReport,
     window: int,
@@ -107,7 +105,7 @@ async def _move(
     async def one(letter: DeadLetter) -> None:
         message = messages[letter.position]
         try:
-            await publish_confirmed(exchange, _copy(message, replayed_ms), letter.event_type, what="the copy")
+            await publisher.publish(exchange, _copy(message, replayed_ms), letter.event_type, what="the copy")
         except UnroutableError:
             raise ReplayError(
                 f"{letter.event_id}: the endpoint's exchange routes it nowhere (no queue bound); "

@@ -16,7 +16,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.confirm import missing
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, redact_url
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, current_node, nodes_text
 from warren.broker.publisher import Publisher
 from warren.topology import names
 from warren.topology.config import BrokerSettings
@@ -74,12 +74,11 @@ class BrokerLink:
 
     async def _connect_forever(self) -> None:
         delay = self._retry_initial
-        url = redact_url(self._broker.url)
         while True:
             # The attempt runs as its own task and is shielded: cancelling a robust connect half-way leaves
             # aio-pika reconnecting in the background, so on close() we let it finish and close what it made.
             self._attempt = asyncio.create_task(
-                connect(self._broker.url, name=self._name, timeout=self._connect_timeout)
+                connect(self._broker.urls, name=self._name, timeout=self._connect_timeout)
             )
             try:
                 connection = await asyncio.shield(self._attempt)
@@ -90,6 +89,7 @@ class BrokerLink:
                 delay = min(delay * 2, self._retry_cap)
                 continue
             self._connection, self._attempt = connection, None
+            url = current_node(connection)
             try:
                 # Size is checked by the API before publishing (it answers 413 for it), not again here.
                 self._publisher = await Publisher.open(connection, self._broker.prefix)
@@ -108,7 +108,7 @@ class BrokerLink:
         """The publisher, or BrokerUnavailable when RabbitMQ is not connected right now."""
         connection, publisher = self._connection, self._publisher
         if connection is None or publisher is None:
-            raise BrokerUnavailable(f"not connected to RabbitMQ at {redact_url(self._broker.url)} yet")
+            raise BrokerUnavailable(f"not connected to RabbitMQ at {nodes_text(self._broker.urls)} yet")
         if connection.is_closed or not connection.connected.is_set():
             raise BrokerUnavailable("connection to RabbitMQ lost; reconnecting")
         return publisher

@@ -36,7 +36,7 @@ class AdminError(WarrenError):
 @contextlib.asynccontextmanager
 async def open_connection(config: WarrenConfig, name: str = "warren-endpoint") -> AsyncIterator[AbstractConnection]:
     """A plain connection for one command, with RabbitMQ's absence as a BrokerUnavailable."""
-    connection = await connect_once(config.broker.url, name=name)
+    connection = await connect_once(config.broker.urls, name=name)
     try:
         yield connection
     finally:

@@ -30,8 +30,7 @@ import random
 import time
 from collections.abc import Mapping
 
-import aio_pika
-
+from warren.broker.connection import connect_once
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health import breaker
 from warren.consumers.health.guard import EndpointGuard
@@ -117,13 +116,9 @@ class HealthControl(HealthState):
 
     async def _connect(self) -> None:
         try:
-            connection = await aio_pika.connect(
-                self.config.broker.url,
-                timeout=10,
-                client_properties={"connection_name": f"warren-health-{os.getpid()}"},
-            )
-        except PUBLISH_FAILURES as exc:
-            raise BrokerUnavailable(f"endpoint health cannot reach RabbitMQ: {exc or type(exc).__name__}") from exc
+            connection = await connect_once(self.config.broker.urls, name=f"warren-health-{os.getpid()}")
+        except BrokerUnavailable as exc:
+            raise BrokerUnavailable(f"endpoint health cannot reach RabbitMQ: {exc}") from exc
         try:
             await self.store.attach(connection)
             await self.store.listen(self._apply)  # first, so nothing published while we read is missed

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from aio_pika import Message
-from aio_pika.abc import AbstractChannel, AbstractConnection
+from aio_pika.abc import AbstractConnection
 
-from warren.broker.confirm import missing, one_at_a_time, publish_confirmed
+from warren.broker.confirm import missing, one_at_a_time
+from warren.broker.confirm_channel import ConfirmChannel
 
 __all__ = ["InboundPublisher"]
 
@@ -18,7 +19,7 @@ class InboundPublisher:
     A missing queue is an UnroutableError rather than a silent drop; a lost link is a PublishError.
     """
 
-    def __init__(self, channel: AbstractChannel) -> None:
+    def __init__(self, channel: ConfirmChannel) -> None:
         self._channel = channel
         # Providers do resend the same id at once: publishes of one id on this channel go one after the
         # other (see one_at_a_time).
@@ -26,7 +27,7 @@ class InboundPublisher:
 
     @classmethod
     async def open(cls, connection: AbstractConnection) -> InboundPublisher:
-        return cls(await connection.channel(publisher_confirms=True, on_return_raises=True))
+        return cls(await ConfirmChannel(connection).open())
 
     async def close(self) -> None:
         await self._channel.close()
@@ -34,8 +35,8 @@ class InboundPublisher:
     async def publish(self, queue: str, message: Message) -> None:
         event_id = message.message_id or ""
         async with one_at_a_time(self._in_flight, event_id):
-            await publish_confirmed(
-                self._channel.default_exchange,
+            await self._channel.publish(
+                "",
                 message,
                 queue,
                 what=f"inbound event {event_id}",

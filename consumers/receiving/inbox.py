@@ -23,7 +23,8 @@ from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker import wire
-from warren.broker.confirm import LINK_ERRORS, existing_queue, publish_confirmed
+from warren.broker.confirm import existing_queue
+from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.connection import connect
 from warren.consumers.receiving.errors import NonRetryable
 from warren.consumers.receiving.handlers import Handler, load_handler
@@ -86,7 +87,7 @@ class Inbox:
         self._levels = delay_levels(config)
         self._sources: list[_Source] = []
         self._channels: list[AbstractChannel] = []
-        self._publish_channel: AbstractChannel | None = None
+        self._publish_channel: ConfirmChannel | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._purger: asyncio.Task[None] | None = None
         chosen = set(sources) if sources else None
@@ -113,8 +114,8 @@ class Inbox:
     async def _start(self) -> None:
         await self.store.open()
         if self._connection is None:
-            self._connection = await connect(self.config.broker.url, name="warren-inbox")
-        self._publish_channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+            self._connection = await connect(self.config.broker.urls, name="warren-inbox")
+        self._publish_channel = await ConfirmChannel(self._connection).open()
         for source in self._sources:
             channel = await self._connection.channel()
             self._channels.append(channel)
@@ -136,10 +137,11 @@ class Inbox:
             self._purger.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._purger
-        for channel in [*self._channels, self._publish_channel]:
-            if channel is not None:
-                with contextlib.suppress(Exception):
-                    await channel.close()
+        for channel in self._channels:
+            with contextlib.suppress(Exception):
+                await channel.close()
+        if self._publish_channel is not None:
+            await self._publish_channel.close()
         self._channels.clear()
         if self._owns_connection and self._connection is not None:
             await self._connection.close()
@@ -235,11 +237,7 @@ class Inbox:
 
     async def _publish(self, exchange_name: str, routing_key: str, message: Message) -> None:
         assert self._publish_channel is not None
-        try:
-            exchange = await self._publish_channel.get_exchange(exchange_name, ensure=False)
-        except LINK_ERRORS as exc:
-            raise PublishError(f"connection to RabbitMQ lost: {exc or type(exc).__name__}") from exc
-        await publish_confirmed(exchange, message, routing_key, what=f"the message on {exchange_name}")
+        await self._publish_channel.publish(exchange_name, message, routing_key, what=f"the message on {exchange_name}")
 
     # --- retention ------------------------------------------------------------------------------------------
     async def purge_once(self) -> int:

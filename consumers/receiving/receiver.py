@@ -110,7 +110,7 @@ def build_receiver_app(config: WarrenConfig, *, connection: AbstractConnection |
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         owned = connection is None
-        conn = connection if connection is not None else await connect(config.broker.url, name="warren-receive")
+        conn = connection if connection is not None else await connect(config.broker.urls, name="warren-receive")
         app[CONNECTION] = conn
         app[PUBLISHER] = await InboundPublisher.open(conn)
         yield

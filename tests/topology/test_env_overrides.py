@@ -21,7 +21,8 @@ __all__ = ["clean_environment"]
         ("warren_delivery__grace", "[delivery] has no key 'grace' (did you mean grace_period?)"),
         ("WARREN_ENDPOINTS__0__URL", "single entries of endpoints cannot be overridden; set WARREN_ENDPOINTS"),
         ("WARREN_INBOUND__0__SECRET", "single entries of inbound cannot be overridden"),
-        ("WARREN_BROKER__URL__HOST", "broker.url is a value, not a section with keys"),
+        ("WARREN_BROKER__URL__HOST", "single entries of broker.url cannot be overridden; set WARREN_BROKER__URL to"),
+        ("WARREN_BROKER__PREFIX__X", "broker.prefix is a value, not a section with keys"),
         ("WARREN_RETRY__", "[retry] has no key ''"),
     ],
 )

@@ -87,7 +87,7 @@ def _selection(
 
 async def _with_broker(config: WarrenConfig, work: Callable[[AbstractConnection], Awaitable[T]]) -> T:
     """Run ``work`` on a fresh connection; a link lost half-way becomes one clear line, not a traceback."""
-    connection = await connect_once(config.broker.url, name="warren-dlq")
+    connection = await connect_once(config.broker.urls, name="warren-dlq")
     try:
         return await work(connection)
     except CONNECTION_EXCEPTIONS as exc:

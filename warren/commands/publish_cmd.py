@@ -23,7 +23,7 @@ from warren.topology.errors import EventError, PublishError
 
 
 async def _publish_one(config: WarrenConfig, event: Event) -> None:
-    connection = await connect(config.broker.url, name="warren-publish")
+    connection = await connect(config.broker.urls, name="warren-publish")
     try:
         publisher = await Publisher.open(connection, config.broker.prefix, max_payload=config.delivery.max_payload)
         await publisher.publish(event)
@@ -39,7 +39,7 @@ async def _publish_file(config: WarrenConfig, source: str) -> int:
     bad: list[BadLine] = []
     failed: list[tuple[str, PublishError]] = []
     confirmed = 0
-    connection = await connect(config.broker.url, name="warren-publish")
+    connection = await connect(config.broker.urls, name="warren-publish")
     try:
         publisher = await Publisher.open(connection, config.broker.prefix, max_payload=config.delivery.max_payload)
         with Progress(

@@ -115,7 +115,7 @@ async def _states(connection: AbstractConnection, config: WarrenConfig) -> dict[
 
 
 async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status:
-    connection = await connect_once(config.broker.url, name="warren-status")
+    connection = await connect_once(config.broker.urls, name="warren-status")
     try:
         states = await _states(connection, config)
         async with ManagementClient.from_settings(config.broker) as api:
