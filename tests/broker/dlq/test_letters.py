@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from warren.broker import wire
+from warren.broker.dlq.browse import holds_enough
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
 from warren.broker.dlq.selection import Selection, parse_moment, select
@@ -146,3 +147,19 @@ def test_an_old_letter_shows_no_credentials_from_a_url() -> None:
     shown = orjson.dumps(letter.whole()).decode() + console.export_text()
     assert "token=***" in shown
     assert "s3cret" not in shown and "pa55" not in shown
+
+
+@pytest.mark.parametrize(
+    ("delivered", "reached_new", "want", "everything", "enough"),
+    [
+        (4, True, 5, 12, False),  # the caller's head has not arrived
+        (5, True, 5, 12, True),  # the head, and a never-delivered message: everything given back before is held
+        (5, False, 5, 12, False),  # the head lies in the part given back before: its tail is still queued ahead
+        (11, False, 5, 12, False),
+        (12, False, 5, 12, True),  # the whole queue (up to the scan cap) is held
+    ],
+)
+def test_a_pass_holds_the_whole_part_given_back_before(
+    delivered: int, reached_new: bool, want: int, everything: int, enough: bool
+) -> None:
+    assert holds_enough(delivered, reached_new, want, everything) is enough
