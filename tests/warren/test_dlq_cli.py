@@ -299,3 +299,29 @@ async def test_replay_by_ids_moves_exactly_those(down: tuple[WarrenConfig, Path]
     assert nothing.code == 2 and "--ids needs at least one event id" in nothing.err
     assert bad_timeout.code == 2 and "--timeout" in bad_timeout.err
     assert await wait_depth(config, names.dlq(prefix, "down"), 4) == 4
+
+
+async def test_list_and_show_print_control_characters_from_a_message_as_escapes(
+    down: tuple[WarrenConfig, Path],
+) -> None:
+    # Given a raw dead letter whose id holds a BEL and a screen-clearing escape, and whose type holds a newline
+    config, path = down
+    raw_id, raw_type = "bad\x07id\x1b[2J", "a.x\nfake row"
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        message = aio_pika.Message(b"not json", message_id=raw_id, type=raw_type, headers={"warren-key": "k\x1b]0;t"})
+        await exchange.publish(message, routing_key="down")
+    finally:
+        await connection.close()
+    # When it is listed on a wide and a narrow terminal, and shown
+    wide = await warren(path, "dlq", "list", "down")
+    narrow = await warren(path, "dlq", "list", "down", env={**_env(), "COLUMNS": "80"})
+    shown = await warren(path, "dlq", "show", "down", raw_id)
+    # Then each prints the characters as escapes, and none reaches the terminal raw
+    for run in (wide, narrow, shown):
+        assert run.code == 0, run.err
+        assert "bad\\x07id\\x1b[2J" in run.out and "a.x\\nfake row" in run.out, run.out
+        assert "\x07" not in run.out and "\x1b" not in run.out and "fake row\n" not in run.out
+    assert "k\\x1b]0;t" in wide.out and "k\\x1b]0;t" in shown.out
