@@ -17,7 +17,8 @@ from urllib.parse import quote
 import aio_pika
 import pytest
 
-from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth
+from tests.support.cli import spawn_warren
+from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.broker.events import Event
@@ -154,24 +155,12 @@ async def test_a_killed_replay_run_again_loses_nothing(down: tuple[WarrenConfig,
     events = [Event(type="order.paid", data={"i": i}) for i in range(4000)]
     await seed_dead_letters(config, "down", events)
     # When a client-side replay is killed with SIGKILL once some hundreds are back in the work queue
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "warren", "dlq", "replay", "down", "--type", "#", "--config", str(path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, env=_env(),
-    )  # fmt: skip
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        channel = await connection.channel()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            work = await channel.declare_queue(names.work_queue(prefix, "down"), passive=True)
-            if (work.declaration_result.message_count or 0) >= 300:
-                break
-            await asyncio.sleep(0.005)
-        moved_when_killed = work.declaration_result.message_count or 0
-        process.send_signal(signal.SIGKILL)
-        await process.wait()
-    finally:
-        await connection.close()
+    process = await spawn_warren(
+        "dlq", "replay", "down", "--type", "#", "--config", str(path), output=asyncio.subprocess.DEVNULL
+    )
+    moved_when_killed = await wait_depth_at_least(config, names.work_queue(prefix, "down"), 300)
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
     # And the replay is run again once RabbitMQ took the killed run's messages back
     await wait_until_no_consumer(config, names.dlq(prefix, "down"))
     again = await warren(path, "dlq", "replay", "down", "--type", "#")

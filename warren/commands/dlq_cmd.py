@@ -279,7 +279,9 @@ def replay(
     limit: LimitOpt = None,
     newest: NewestOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would move; move nothing.")] = False,
-    timeout: Annotated[str, typer.Option("--timeout", help="Give up watching the shovel after this long.")] = "10m",
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="Stop watching the shovel after this long (it carries on).")
+    ] = "10m",
     scan: ScanOpt = MAX_SCAN,
 ) -> None:
     """Send dead letters back for delivery with a fresh retry budget.
