@@ -7,6 +7,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from warren.consumers.health.admin import change_admin, open_connection
 from warren.consumers.health.records import DISABLED, OPEN
 from warren.consumers.worker import Worker
 from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,13 +80,21 @@ async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
     assert await dlq_count(config, "gone") == 0
 
 
+async def _down_endpoint(endpoint_config: Any, receiver: Receiver, *, disable_after: str) -> WarrenConfig:
+    """An endpoint "flaky" answering 503, its circuit opening after 2 failures, cool-down 200 ms."""
+    receiver.behaviour = always(503)
+    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": disable_after}
+    config: WarrenConfig = await endpoint_config(
+        [{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"}
+    )
+    return config
+
+
 async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
     endpoint_config, receiver: Receiver, publish
 ) -> None:
     # Given an endpoint that is down, a short cool-down, and disable_after of 1 s
-    receiver.behaviour = always(503)
-    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": "1s"}
-    config = await endpoint_config([{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"})
+    config = await _down_endpoint(endpoint_config, receiver, disable_after="1s")
     async with operator_inbox(config) as operator, Worker(config) as worker:
         await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
         opened = await operator.wait_for("endpoint.circuit_opened", "flaky")
@@ -116,9 +126,7 @@ async def test_an_endpoint_disabled_while_open_gets_no_probe_past_its_due_time(
 ) -> None:
     # Given an endpoint whose circuit opened (cool-down 200 ms, disable_after far away), and an operator who
     # disables it at once
-    receiver.behaviour = always(503)
-    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": "1h"}
-    config = await endpoint_config([{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"})
+    config = await _down_endpoint(endpoint_config, receiver, disable_after="1h")
     async with operator_inbox(config) as operator, Worker(config) as worker:
         await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
         await operator.wait_for("endpoint.circuit_opened", "flaky")
