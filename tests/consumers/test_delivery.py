@@ -282,12 +282,12 @@ async def test_jittered_delays_spread_over_the_window(endpoint_config, receiver:
     # And each retry waited its own draw from the moment it was scheduled: never less (the delay chain is
     # exact to the ms), and the order of the waits follows the order of the draws (a chain that held every
     # retry for the bound, or for one shared draw, would leave the waits unrelated to the draws: a
-    # correlation near 0, measured -0.09 and 0.00). A loaded machine only adds lag, which shifts the waits
-    # more than it reorders draws spread over a second (at a load average of 14: lags up to 1.1 s, rank
-    # correlation 0.79 at the lowest).
+    # correlation near 0: measured -0.09 and 0.00, and over 0.3 with a chance of about 1e-5 for 200 draws).
+    # A loaded machine only adds lag, which shifts the waits more than it reorders draws spread over a second
+    # (load average 14: lags up to 1.1 s, correlation 0.79 at the lowest; load 25: lags of 2.4 s, 0.41).
     waits = [second[i] - scheduled[i] for i in first]
     assert all(wait >= delay - 0.002 for wait, delay in zip(waits, delays, strict=True))
-    assert _rank_correlation(delays, waits) > 0.5, list(zip(delays, waits, strict=True))
+    assert _rank_correlation(delays, waits) > 0.3, list(zip(delays, waits, strict=True))
 
 
 async def test_ordered_endpoint_keeps_per_key_order_under_failures(

@@ -80,10 +80,12 @@ async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
     assert await dlq_count(config, "gone") == 0
 
 
-async def _down_endpoint(endpoint_config: Any, receiver: Receiver, *, disable_after: str) -> WarrenConfig:
-    """An endpoint "flaky" answering 503, its circuit opening after 2 failures, cool-down 200 ms."""
+async def _down_endpoint(
+    endpoint_config: Any, receiver: Receiver, *, disable_after: str, cooldown: str = "200ms"
+) -> WarrenConfig:
+    """An endpoint "flaky" answering 503, its circuit opening after 2 failures, then probed every ``cooldown``."""
     receiver.behaviour = always(503)
-    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": disable_after}
+    circuit = {"consecutive_failures": 2, "cooldown": cooldown, "cooldown_factor": 1.0, "disable_after": disable_after}
     config: WarrenConfig = await endpoint_config(
         [{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"}
     )
@@ -124,9 +126,9 @@ async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
 async def test_an_endpoint_disabled_while_open_gets_no_probe_past_its_due_time(
     endpoint_config, receiver: Receiver, publish
 ) -> None:
-    # Given an endpoint whose circuit opened (cool-down 200 ms, disable_after far away), and an operator who
-    # disables it at once
-    config = await _down_endpoint(endpoint_config, receiver, disable_after="1h")
+    # Given an endpoint whose circuit opened (cool-down 1 s, disable_after far away), and an operator who
+    # disables it at once (well before the first probe is due, even on a loaded machine)
+    config = await _down_endpoint(endpoint_config, receiver, disable_after="1h", cooldown="1s")
     async with operator_inbox(config) as operator, Worker(config) as worker:
         await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
         await operator.wait_for("endpoint.circuit_opened", "flaky")
@@ -136,9 +138,9 @@ async def test_an_endpoint_disabled_while_open_gets_no_probe_past_its_due_time(
         await wait_until(lambda: guard.view.admin_state == DISABLED, 5, "the disable heard")
         requests_when_disabled = len(receiver.received)
         opened = guard.view.circuit
-        assert opened is not None and opened.state == OPEN and opened.retry_at is not None
-        # When the circuit's own schedule makes a probe due (retry_at), and two more cool-downs pass
-        due = max(opened.retry_at, time.time()) + 2 * 0.2
+        assert opened is not None and opened.state == OPEN and opened.retry_at is not None, "disabled too late"
+        # When the circuit's own schedule makes a probe due (retry_at), and the health loop looks a few more times
+        due = max(opened.retry_at, time.time()) + 0.4
         await wait_until(lambda: time.time() >= due or guard.view.circuit is not opened, 5, "the probe's due time")
         await operator.barrier()
         # Then no probe started: the circuit record is the one that opened it (no half-open written for the
