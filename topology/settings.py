@@ -236,6 +236,7 @@ class WorkerSettings(_Frozen):
     metrics_header_timeout: PositiveDuration = 10.0
     metrics_max_connections: int = Field(default=64, ge=1)
     rebalance_interval: PositiveDuration = 5.0
+    state_refresh_interval: PositiveDuration = 3600.0  # re-append endpoint-state records in force (docs/health.md)
 
 
 class CircuitSettings(_Frozen):

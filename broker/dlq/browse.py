@@ -1,9 +1,17 @@
-"""Reading a DLQ without taking anything out of it.
+"""Reading a DLQ without taking anything out of it, or changing its order.
 
 The messages are consumed *without* acknowledging them on a channel of their own, then the channel is
 closed: RabbitMQ puts every one of them back. On RabbitMQ 3.10.8 a quorum queue gets them back in their
 original order when they were delivered to a consumer (``basic.consume``); fetched one by one with
 ``basic.get`` they come back shuffled, so ``basic.get`` is not used here.
+
+A quorum queue keeps the messages it got back apart from the ones never delivered, and serves them
+first; a message given back goes to the *end* of that returned part [3.10.8, 4.0.5]. After one listing
+the whole DLQ is in the returned part, so holding only its first N and giving them back would put them
+behind the rest: the head of the queue moves to its tail. A pass therefore holds at least the whole
+returned part (every message RabbitMQ marks ``redelivered``) before it gives anything back, however few
+messages the caller asked for: a held prefix that reaches the first never-delivered message, or the end
+of the queue, comes back exactly in place. The caller still sees only the first ``scan``.
 
 A quorum queue counts each return as a delivery (``x-delivery-count``) and drops a message past its
 delivery limit: RabbitMQ 4.x sets 20 when the queue names none, so twenty-one listings on 4.0.5 emptied a
@@ -31,7 +39,7 @@ from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
 
-__all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages"]
+__all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages", "holds_enough"]
 
 # basic.qos prefetch_count is a 16-bit field: the most messages one channel can hold unacknowledged.
 MAX_SCAN = 65_535
@@ -43,10 +51,21 @@ class Held:
     """Messages delivered and not acknowledged, head of the queue first; they return when the channel closes."""
 
     depth: int  # messages ready in the queue when the pass began
-    messages: list[AbstractIncomingMessage] = field(default_factory=list)
+    messages: list[AbstractIncomingMessage] = field(default_factory=list)  # the first ``scan``: the caller's
+    behind: list[AbstractIncomingMessage] = field(default_factory=list)  # held only so the order survives
 
     def letters(self) -> list[DeadLetter]:
         return [dead_letter_from(i, m.body, m.headers or {}, m.message_id, m.type) for i, m in enumerate(self.messages)]
+
+
+def holds_enough(delivered: int, reached_new: bool, want: int, everything: int) -> bool:
+    """Whether giving back the ``delivered`` messages leaves the queue's order as it was.
+
+    True once ``want`` arrived and the pass reached past the part RabbitMQ serves first (the messages it
+    got back before, all ``redelivered``): a never-delivered message arrived (``reached_new``), or the
+    whole queue did (``everything``).
+    """
+    return delivered >= want and (reached_new or delivered >= everything)
 
 
 @contextlib.asynccontextmanager
@@ -56,31 +75,44 @@ async def hold_messages(
     """Hold up to ``scan`` messages of a queue unacknowledged for the block; the rest stay in the queue.
 
     Whatever the block does not ack returns to the queue when it ends, however it ends (an exception, a
-    cancellation, or the process dying: RabbitMQ returns a dead channel's messages too).
+    cancellation, or the process dying: RabbitMQ returns a dead channel's messages too), in its place.
+    More than ``scan`` may be held for that (``Held.behind``, see the module's docstring); the block sees
+    the first ``scan`` only.
     """
     scan = max(1, min(scan, MAX_SCAN))
     channel = await connection.channel()
     try:
         queue = await existing_queue(channel, queue_name)
         held = Held(int(queue.declaration_result.message_count or 0))
+        everything = min(held.depth, MAX_SCAN)
         want = min(held.depth, scan)
         if want:
-            await channel.set_qos(prefetch_count=want)
+            delivered: list[AbstractIncomingMessage] = []
+            reached_new = False
+            # One consumer whose prefetch covers every message it may have to hold: the broker returns a
+            # consumer's messages in delivery order, which two consumers on one channel would not promise.
+            await channel.set_qos(prefetch_count=everything)
             arrived = asyncio.Event()
 
             async def on_message(message: AbstractIncomingMessage) -> None:
-                held.messages.append(message)
+                nonlocal reached_new
+                delivered.append(message)
+                reached_new = reached_new or not message.redelivered
                 arrived.set()
 
-            await queue.consume(on_message)
-            while len(held.messages) < want:
+            tag = await queue.consume(on_message)
+            while not holds_enough(len(delivered), reached_new, want, everything):
                 arrived.clear()
                 try:
                     await asyncio.wait_for(arrived.wait(), QUIET)
                 except TimeoutError:
                     break
+            # No more deliveries, so none arrive while the block acks; those already sent are held too.
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+                await queue.cancel(tag)
             # Delivery tags grow in delivery order: the queue's order, whatever order the callbacks ran in.
-            held.messages.sort(key=lambda m: m.delivery_tag or 0)
+            delivered.sort(key=lambda m: m.delivery_tag or 0)
+            held.messages, held.behind = delivered[:want], delivered[want:]
         yield held
     finally:
         if not channel.is_closed:

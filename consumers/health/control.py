@@ -11,7 +11,8 @@ For each endpoint the worker serves it keeps an EndpointGuard (guard.py) and:
   that gets it goes half-open and lets exactly one delivery through, and releases the lock with the verdict;
   open for longer than ``disable_after``, the lock holder disables the endpoint instead;
 - counts the workers serving each rate- or in-flight-limited endpoint (roster queues) to split the limits;
-- re-appends the records still in force to the state stream every hour, so retention never drops them.
+- re-appends the records still in force to the state stream every ``worker.state_refresh_interval`` (an hour),
+  so retention never drops them.
 
 The guards and the state records (applying, publishing, reconciling the runners) are HealthState's
 (state_sync.py); this module adds the connection, the runner's seams, and the probe, roster and refresh timers.
@@ -49,7 +50,6 @@ __all__ = ["HealthControl"]
 log = logging.getLogger("warren.health")
 
 TICK = 0.05  # seconds between looks at held endpoints (cool-downs, throttles); cheap: only non-default ones
-REFRESH_INTERVAL = 3600.0  # re-append the records in force to the state stream (see state_store.py)
 RECONNECT_FAILURES: tuple[type[Exception], ...] = (BrokerUnavailable, TopologyError, *PUBLISH_FAILURES)
 
 
@@ -222,7 +222,9 @@ class HealthControl(HealthState):
 
     # --- timers ---------------------------------------------------------------------------------------------
     async def _tick_loop(self) -> None:
-        next_refresh = time.monotonic() + REFRESH_INTERVAL * random.uniform(0.9, 1.1)
+        # Re-append the records in force to the state stream (see state_store.py), each worker at its own time.
+        refresh_interval = self.config.worker.state_refresh_interval
+        next_refresh = time.monotonic() + refresh_interval * random.uniform(0.9, 1.1)
         while True:
             await asyncio.sleep(TICK)
             now = time.time()
@@ -242,7 +244,7 @@ class HealthControl(HealthState):
                     self._trying_probe.add(name)
                     self._spawn(self._try_probe(name))
             if time.monotonic() >= next_refresh:
-                next_refresh = time.monotonic() + REFRESH_INTERVAL * random.uniform(0.9, 1.1)
+                next_refresh = time.monotonic() + refresh_interval * random.uniform(0.9, 1.1)
                 self._spawn(self._refresh())
 
     def _probe_due(self, name: str, guard: EndpointGuard, now: float) -> bool:

@@ -21,6 +21,13 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**clean, "COLUMNS": "200", **(extra or {})}
 
 
+async def spawn_warren(*args: str, output: int | None = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
+    """The CLI started in a child process and left running (stdout and stderr to ``output``), for a signal."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "warren", *args, stdout=output, stderr=output, env=clean_env()
+    )
+
+
 async def warren(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 40) -> Run:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "warren", *args, env=clean_env(env),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aio_pika
@@ -94,8 +94,9 @@ async def peek_ids(config: WarrenConfig, queue: str) -> list[str]:
         await connection.close()
 
 
-async def wait_depth(config: WarrenConfig, queue: str, expected: int, timeout: float = 10) -> int:
-    """Wait until the queue holds exactly ``expected`` ready messages (AMQP count); return the last count."""
+async def _wait_count(
+    config: WarrenConfig, queue: str, done: Callable[[int], bool], timeout: float, pause: float
+) -> int:
     connection = await aio_pika.connect(config.broker.url)
     try:
         channel = await connection.channel()
@@ -103,11 +104,21 @@ async def wait_depth(config: WarrenConfig, queue: str, expected: int, timeout: f
         while True:
             declared = await channel.declare_queue(queue, passive=True)
             count = int(declared.declaration_result.message_count or 0)
-            if count == expected or time.monotonic() > deadline:
+            if done(count) or time.monotonic() > deadline:
                 return count
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(pause)
     finally:
         await connection.close()
+
+
+async def wait_depth(config: WarrenConfig, queue: str, expected: int, timeout: float = 10) -> int:
+    """Wait until the queue holds exactly ``expected`` ready messages (AMQP count); return the last count."""
+    return await _wait_count(config, queue, lambda count: count == expected, timeout, 0.05)
+
+
+async def wait_depth_at_least(config: WarrenConfig, queue: str, least: int, timeout: float = 30) -> int:
+    """Wait until the queue holds at least ``least`` ready messages (looked at every 5 ms); return the count."""
+    return await _wait_count(config, queue, lambda count: count >= least, timeout, 0.005)
 
 
 def dlq_name(config: WarrenConfig, endpoint: str) -> str:

@@ -17,7 +17,8 @@ from urllib.parse import quote
 import aio_pika
 import pytest
 
-from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth
+from tests.support.cli import spawn_warren
+from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.broker.events import Event
@@ -154,24 +155,12 @@ async def test_a_killed_replay_run_again_loses_nothing(down: tuple[WarrenConfig,
     events = [Event(type="order.paid", data={"i": i}) for i in range(4000)]
     await seed_dead_letters(config, "down", events)
     # When a client-side replay is killed with SIGKILL once some hundreds are back in the work queue
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "warren", "dlq", "replay", "down", "--type", "#", "--config", str(path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, env=_env(),
-    )  # fmt: skip
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        channel = await connection.channel()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            work = await channel.declare_queue(names.work_queue(prefix, "down"), passive=True)
-            if (work.declaration_result.message_count or 0) >= 300:
-                break
-            await asyncio.sleep(0.005)
-        moved_when_killed = work.declaration_result.message_count or 0
-        process.send_signal(signal.SIGKILL)
-        await process.wait()
-    finally:
-        await connection.close()
+    process = await spawn_warren(
+        "dlq", "replay", "down", "--type", "#", "--config", str(path), output=asyncio.subprocess.DEVNULL
+    )
+    moved_when_killed = await wait_depth_at_least(config, names.work_queue(prefix, "down"), 300)
+    process.send_signal(signal.SIGKILL)
+    await process.wait()
     # And the replay is run again once RabbitMQ took the killed run's messages back
     await wait_until_no_consumer(config, names.dlq(prefix, "down"))
     again = await warren(path, "dlq", "replay", "down", "--type", "#")
@@ -253,23 +242,29 @@ async def test_scan_reads_only_the_head_and_says_so_up_to_its_cap(down: tuple[Wa
     assert table.code == 0, table.err
     assert "5 shown of 12 dead letter(s) (only the first 5 of 12 were read: raise --scan)" in table.out
     assert over_cap.code == 2 and "65535" in over_cap.err
-    # And none was removed
-    assert sorted(await peek_ids(config, dlq)) == sorted(order)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: on RabbitMQ 3.10 a quorum DLQ puts the messages a partial --scan held back behind the "
-    "others, so `dlq list --scan N` (N below the depth) reorders the DLQ",
-)
-async def test_a_partial_scan_keeps_the_dlq_order(down: tuple[WarrenConfig, Path]) -> None:
-    config, path = down
-    await seed_dead_letters(config, "down", [Event(type="a.x", data={"i": i}) for i in range(12)])
-    dlq = names.dlq(config.broker.prefix, "down")
-    order = await peek_ids(config, dlq)
-    listed = await warren(path, "dlq", "list", "down", "--scan", "5", "--json")
-    assert listed.code == 0, listed.err
+    # And none was removed or moved
     assert await peek_ids(config, dlq) == order
+
+
+async def test_a_partial_scan_keeps_the_dlq_order(down: tuple[WarrenConfig, Path]) -> None:
+    # Given 12 dead letters read once whole (a quorum queue now serves all 12 as given back), then 3 new ones
+    config, path = down
+    events = [Event(type="a.x", data={"i": i}) for i in range(15)]
+    await seed_dead_letters(config, "down", events[:12])
+    dlq = names.dlq(config.broker.prefix, "down")
+    assert await peek_ids(config, dlq) == [e.id for e in events[:12]]
+    await seed_dead_letters(config, "down", events[12:])
+    # When the head is read by partial scans (list, show), and one letter of the head is replayed by one
+    listed = await warren(path, "dlq", "list", "down", "--scan", "5", "--json")
+    shown = await warren(path, "dlq", "show", "down", events[2].id, "--scan", "3", "--json")
+    replayed = await warren(path, "dlq", "replay", "down", "--ids", events[1].id, "--scan", "2")
+    # Then each read only the head
+    assert [row["event_id"] for row in json.loads(listed.out)] == [e.id for e in events[:5]], listed.err
+    assert shown.code == 0 and events[2].id in shown.out, shown.err
+    assert replayed.code == 0 and "replayed 1 dead letter(s)" in replayed.out, replayed.err
+    assert "only the first 2 of 15 were read" in replayed.out
+    # And the DLQ keeps its order, less the replayed letter (the head used to move to the tail)
+    assert await peek_ids(config, dlq) == [e.id for e in events if e is not events[1]]
 
 
 async def test_replay_by_ids_moves_exactly_those(down: tuple[WarrenConfig, Path]) -> None:
@@ -293,3 +288,29 @@ async def test_replay_by_ids_moves_exactly_those(down: tuple[WarrenConfig, Path]
     assert nothing.code == 2 and "--ids needs at least one event id" in nothing.err
     assert bad_timeout.code == 2 and "--timeout" in bad_timeout.err
     assert await wait_depth(config, names.dlq(prefix, "down"), 4) == 4
+
+
+async def test_list_and_show_print_control_characters_from_a_message_as_escapes(
+    down: tuple[WarrenConfig, Path],
+) -> None:
+    # Given a raw dead letter whose id holds a BEL and a screen-clearing escape, and whose type holds a newline
+    config, path = down
+    raw_id, raw_type = "bad\x07id\x1b[2J", "a.x\nfake row"
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        message = aio_pika.Message(b"not json", message_id=raw_id, type=raw_type, headers={"warren-key": "k\x1b]0;t"})
+        await exchange.publish(message, routing_key="down")
+    finally:
+        await connection.close()
+    # When it is listed on a wide and a narrow terminal, and shown
+    wide = await warren(path, "dlq", "list", "down")
+    narrow = await warren(path, "dlq", "list", "down", env={**_env(), "COLUMNS": "80"})
+    shown = await warren(path, "dlq", "show", "down", raw_id)
+    # Then each prints the characters as escapes, and none reaches the terminal raw
+    for run in (wide, narrow, shown):
+        assert run.code == 0, run.err
+        assert "bad\\x07id\\x1b[2J" in run.out and "a.x\\nfake row" in run.out, run.out
+        assert "\x07" not in run.out and "\x1b" not in run.out and "fake row\n" not in run.out
+    assert "k\\x1b]0;t" in wide.out and "k\\x1b]0;t" in shown.out

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
 
-from tests.support.cli import warren
-from tests.support.dead_letters import seed_dead_letters, wait_depth
+from tests.support.cli import spawn_warren, warren
+from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.broker.events import Event
@@ -19,15 +23,37 @@ from warren.topology.config import WarrenConfig
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_five_whole_dlq_replays_in_a_row_each_complete_quickly(
-    make_config: Any, tmp_path: Path, management: Any
-) -> None:
-    # Given an endpoint nobody consumes (its work queue keeps what is replayed) and its config file
+@pytest.fixture
+async def down(make_config: Any, tmp_path: Path) -> tuple[WarrenConfig, Path]:
+    """An endpoint nobody consumes (its work queue keeps what is replayed), declared, and its config file."""
     config: WarrenConfig = make_config(
         [{"name": "down", "url": "http://127.0.0.1:9/hook", "events": ["#"], "circuit": {"enabled": False}}]
     )
     await declare(config)
-    path = write_config(tmp_path, config)
+    return config, write_config(tmp_path, config)
+
+
+async def _consumers(config: WarrenConfig, queue: str) -> int:
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        declared = await (await connection.channel()).declare_queue(queue, passive=True)
+        return int(declared.declaration_result.consumer_count or 0)
+    finally:
+        await connection.close()
+
+
+async def _settled(config: WarrenConfig, queue: str, timeout: float = 10) -> None:
+    """Until nothing consumes the queue any more (RabbitMQ has taken back what a stopped reader held)."""
+    deadline = time.monotonic() + timeout
+    while await _consumers(config, queue) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+async def test_five_whole_dlq_replays_in_a_row_each_complete_quickly(
+    down: tuple[WarrenConfig, Path], management: Any
+) -> None:
+    # Given an endpoint nobody consumes (its work queue keeps what is replayed) and its config file
+    config, path = down
     prefix = config.broker.prefix
     work = names.work_queue(prefix, "down")
     took: list[float] = []
@@ -46,3 +72,55 @@ async def test_five_whole_dlq_replays_in_a_row_each_complete_quickly(
     assert max(took) < 10, took
     left = await management.request("GET", f"parameters/shovel/{management.vhost}", allow_404=True) or []
     assert [p["name"] for p in left if p["name"].startswith(prefix + ".")] == []
+
+
+async def test_a_replay_that_times_out_says_so_and_loses_or_duplicates_nothing(
+    down: tuple[WarrenConfig, Path], management: Any
+) -> None:
+    # Given 3,000 dead letters: more than a shovel moves before the first look of its watch
+    config, path = down
+    prefix = config.broker.prefix
+    work, dlq = names.work_queue(prefix, "down"), names.dlq(prefix, "down")
+    events = [Event(type="a.x", data={"i": i}) for i in range(3000)]
+    await seed_dead_letters(config, "down", events)
+    # When the whole DLQ is replayed with a timeout of 100 ms, which passes while the shovel is at work
+    stuck = await warren("dlq", "replay", "down", "--timeout", "100ms", "--config", str(path), timeout=30)
+    # Then the command says, in one line, that it stopped watching a shovel that carries on, and how to go on
+    assert stuck.code == 1, (stuck.out, stuck.err)
+    assert "replay of down not finished after 0.1s" in stuck.err, stuck.err
+    assert "carries on inside RabbitMQ" in stuck.err and "Traceback" not in stuck.err
+    # And run again, the replay watches that shovel to its end, or finds it done (it does not start a second one)
+    again = await warren("dlq", "replay", "down", "--timeout", "30s", "--config", str(path), timeout=40)
+    assert again.code == 0, (again.out, again.err)
+    assert "an earlier run's shovel, watched to its end" in again.out or "nothing to replay" in again.out, again.out
+    # And every event is in the work queue exactly once, none left in the DLQ, and no shovel is left behind
+    # (removing the shovel at the timeout left hundreds of duplicates)
+    copies = Counter(m.message_id for m in await drain(config, work))
+    assert copies == Counter(e.id for e in events), sum(copies.values())
+    assert await wait_depth(config, dlq, 0) == 0
+    left = await management.request("GET", f"parameters/shovel/{management.vhost}", allow_404=True) or []
+    assert [p["name"] for p in left if p["name"].startswith(prefix + ".")] == []
+
+
+async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down: tuple[WarrenConfig, Path]) -> None:
+    # Given 5,000 dead letters (a replay of them takes a few seconds, long enough to be interrupted)
+    config, path = down
+    prefix = config.broker.prefix
+    work, dlq = names.work_queue(prefix, "down"), names.dlq(prefix, "down")
+    events = [Event(type="a.x", data={"i": i}) for i in range(5000)]
+    await seed_dead_letters(config, "down", events)
+    # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in the work queue
+    process = await spawn_warren("dlq", "replay", "down", "--type", "#", "--config", str(path))
+    await wait_depth_at_least(config, work, 20)
+    process.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(process.communicate(), 15)
+    # Then it stopped part-way, without a traceback
+    assert process.returncode not in (0, None), (out, err)
+    assert b"Traceback" not in err, err.decode()
+    # And once RabbitMQ took back what it held, every event is in exactly one place: no copy confirmed into the
+    # work queue was left in the DLQ too (the interrupted run acked each before it exited)
+    await _settled(config, dlq)
+    moved = Counter(m.message_id for m in await drain(config, work))
+    kept = Counter(await peek_ids(config, dlq))
+    assert 20 <= sum(moved.values()) < 5000, sum(moved.values())
+    assert moved + kept == Counter(e.id for e in events)

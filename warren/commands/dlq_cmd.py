@@ -35,6 +35,7 @@ from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 from warren.topology.errors import BrokerUnavailable, ManagementError, TopologyError
 from warren.topology.planner import DELIVERY_LIMIT
+from warren.topology.visible import visible
 
 __all__ = ["register"]
 
@@ -167,7 +168,8 @@ def show_letter(
     letters, depth = run(_read(cfg, name, scan))
     found = [letter for letter in letters if letter.event_id == event_id]
     if not found:
-        fail(f"no dead letter {event_id} in {names.dlq(cfg.broker.prefix, name)}{_scan_note(len(letters), depth)}")
+        queue = names.dlq(cfg.broker.prefix, name)
+        fail(f"no dead letter {visible(event_id)} in {queue}{_scan_note(len(letters), depth)}")
     if as_json:
         document = [letter.whole() for letter in found]
         typer.echo(json.dumps(document[0] if len(document) == 1 else document, indent=2, ensure_ascii=False))
@@ -277,7 +279,9 @@ def replay(
     limit: LimitOpt = None,
     newest: NewestOpt = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would move; move nothing.")] = False,
-    timeout: Annotated[str, typer.Option("--timeout", help="Give up watching the shovel after this long.")] = "10m",
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="Stop watching the shovel after this long (it carries on).")
+    ] = "10m",
     scan: ScanOpt = MAX_SCAN,
 ) -> None:
     """Send dead letters back for delivery with a fresh retry budget.

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warren.broker.dlq.letters import DeadLetter, format_ms, json_safe
+from warren.topology.visible import visible
 
 __all__ = ["WIDE", "letter_detail", "letters_table", "moves_table", "type_counts"]
 
@@ -27,11 +28,12 @@ def _when(ms: int | None) -> str:
 
 
 def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
+    """A value as printed: control characters from the message written as escapes (topology/visible.py)."""
+    return "-" if value is None else visible(str(value))
 
 
 def _error(letter: DeadLetter) -> str:
-    error = letter.last_error or letter.dead_reason or ""
+    error = visible(letter.last_error or letter.dead_reason or "")
     return error if len(error) <= ERROR_WIDTH else error[: ERROR_WIDTH - 1] + "…"
 
 
@@ -39,7 +41,7 @@ def _narrow(letters: Sequence[DeadLetter], title: str, with_error: bool) -> Rend
     """Below WIDE columns: the id whole, type and death on its line; the rest indented beneath, wrapped."""
     lines: list[RenderableType] = [Text(title, "italic")]
     for letter in letters:
-        lines.append(Text(f"{letter.event_id}  {letter.event_type}  dead {_when(letter.dead_ms)}"))
+        lines.append(Text(f"{_cell(letter.event_id)}  {_cell(letter.event_type)}  dead {_when(letter.dead_ms)}"))
         details = [f"{_cell(letter.attempts)} attempt(s)", f"key {_cell(letter.key)}"]
         if with_error:
             first, status = _when(letter.first_attempt_ms), _cell(letter.last_status)
@@ -60,8 +62,8 @@ def letters_table(letters: Sequence[DeadLetter], title: str, width: int = WIDE) 
         table.add_column(column, no_wrap=column != "last error", overflow="fold")
     for letter in letters:
         table.add_row(
-            escape(letter.event_id),
-            escape(letter.event_type),
+            escape(_cell(letter.event_id)),
+            escape(_cell(letter.event_type)),
             escape(_cell(letter.key)),
             _cell(letter.attempts),
             _when(letter.first_attempt_ms),
@@ -81,8 +83,8 @@ def moves_table(letters: Sequence[DeadLetter], title: str, width: int = WIDE) ->
         table.add_column(column, no_wrap=True)
     for letter in letters:
         table.add_row(
-            escape(letter.event_id),
-            escape(letter.event_type),
+            escape(_cell(letter.event_id)),
+            escape(_cell(letter.event_type)),
             escape(_cell(letter.key)),
             _cell(letter.attempts),
             _when(letter.dead_ms),
@@ -91,7 +93,7 @@ def moves_table(letters: Sequence[DeadLetter], title: str, width: int = WIDE) ->
 
 
 def type_counts(letters: Sequence[DeadLetter]) -> str:
-    counts = Counter(letter.event_type for letter in letters)
+    counts = Counter(_cell(letter.event_type) for letter in letters)
     return ", ".join(f"{kind} {count}" for kind, count in counts.most_common())
 
 
@@ -101,8 +103,8 @@ def letter_detail(letter: DeadLetter, copy: int, copies: int) -> RenderableType:
     facts.add_column(style="bold")
     facts.add_column()
     rows = [
-        ("event id", letter.event_id),
-        ("type", letter.event_type),
+        ("event id", _cell(letter.event_id)),
+        ("type", _cell(letter.event_type)),
         ("key", _cell(letter.key)),
         ("endpoint", _cell(letter.endpoint)),
         ("attempts", _cell(letter.attempts)),
@@ -135,9 +137,10 @@ def letter_detail(letter: DeadLetter, copy: int, copies: int) -> RenderableType:
     headers.add_column("value", overflow="fold")
     for name, value in sorted(letter.headers.items()):
         safe = json_safe(value)
-        headers.add_row(escape(name), Text(safe if isinstance(safe, str) else json.dumps(safe)))
+        headers.add_row(escape(_cell(name)), Text(_cell(safe) if isinstance(safe, str) else json.dumps(safe)))
     envelope = letter.whole()["envelope"]
-    title = Text(f"dead letter {letter.event_id}" + (f" (copy {copy} of {copies})" if copies > 1 else ""), "bold")
+    copy_note = f" (copy {copy} of {copies})" if copies > 1 else ""
+    title = Text(f"dead letter {_cell(letter.event_id)}{copy_note}", "bold")
     return Group(
         title,
         facts,

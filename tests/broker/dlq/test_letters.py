@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 from decimal import Decimal
 
 import orjson
@@ -11,11 +12,13 @@ import pytest
 from rich.console import Console
 
 from warren.broker import wire
+from warren.broker.dlq.browse import holds_enough
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
 from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import shovel_definition, shovel_name
-from warren.commands.dlq_render import letter_detail, letters_table
+from warren.commands.dlq_render import WIDE, letter_detail, letters_table, moves_table, type_counts
+from warren.topology.visible import visible
 
 HEADERS = {
     wire.H_KEY: "acct-1",
@@ -146,3 +149,52 @@ def test_an_old_letter_shows_no_credentials_from_a_url() -> None:
     shown = orjson.dumps(letter.whole()).decode() + console.export_text()
     assert "token=***" in shown
     assert "s3cret" not in shown and "pa55" not in shown
+
+
+@pytest.mark.parametrize(
+    ("delivered", "reached_new", "want", "everything", "enough"),
+    [
+        (4, True, 5, 12, False),  # the caller's head has not arrived
+        (5, True, 5, 12, True),  # the head, and a never-delivered message: everything given back before is held
+        (5, False, 5, 12, False),  # the head lies in the part given back before: its tail is still queued ahead
+        (11, False, 5, 12, False),
+        (12, False, 5, 12, True),  # the whole queue (up to the scan cap) is held
+    ],
+)
+def test_a_pass_holds_the_whole_part_given_back_before(
+    delivered: int, reached_new: bool, want: int, everything: int, enough: bool
+) -> None:
+    assert holds_enough(delivered, reached_new, want, everything) is enough
+
+
+def test_control_characters_from_a_message_are_printed_as_escapes() -> None:
+    # Given a raw message whose id, type, key and error hold an escape sequence, a BEL, a newline and a bidi override
+    headers = {wire.H_KEY: "k\u202eyek", wire.H_LAST_ERROR: "oops\x1b[31m red", "x-\x07name": "v\x9bw"}
+    letter = dead_letter_from(0, b"not json", headers, "bad\x1b[2Jid\x07", "a.x\nb.y")
+    # When each view of `warren dlq` renders it, wide and narrow
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None)
+    for width in (WIDE, 80):
+        console.print(letters_table([letter], "dlq", width))
+        console.print(moves_table([letter], "dlq", width))
+    console.print(letter_detail(letter, 1, 1))
+    console.print(type_counts([letter]))
+    printed = out.getvalue()
+    # Then no control character reaches the terminal, and each is shown as its escape
+    assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed), repr(printed)
+    for shown in ("bad\\x1b[2Jid\\x07", "a.x\\nb.y", "k\\u202eyek", "oops\\x1b[31m", "x-\\x07name", "v\\x9bw"):
+        assert shown in printed, shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("msg_1 order.paid", "msg_1 order.paid"),
+        ("é ü 中 🦊 \\x07", "é ü 中 🦊 \\x07"),  # printable text, a literal backslash included, stays as it is
+        ("a\tb\nc\rd", "a\\tb\\nc\\rd"),
+        ("\x00\x1b\x7f\x85\x9f", "\\x00\\x1b\\x7f\\x85\\x9f"),
+        ("\u2028\u2029\u202a\u202e\u2066\u2069", "\\u2028\\u2029\\u202a\\u202e\\u2066\\u2069"),
+    ],
+)
+def test_visible_writes_every_unsafe_character_as_an_escape(text: str, shown: str) -> None:
+    assert visible(text) == shown

@@ -7,6 +7,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +17,10 @@ from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, always
 from warren.broker.events import Event
 from warren.consumers.health.admin import change_admin, open_connection
-from warren.consumers.health.records import DISABLED
+from warren.consumers.health.records import DISABLED, OPEN
 from warren.consumers.worker import Worker
 from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,13 +80,23 @@ async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
     assert await dlq_count(config, "gone") == 0
 
 
+async def _down_endpoint(
+    endpoint_config: Any, receiver: Receiver, *, disable_after: str, cooldown: str = "200ms"
+) -> WarrenConfig:
+    """An endpoint "flaky" answering 503, its circuit opening after 2 failures, then probed every ``cooldown``."""
+    receiver.behaviour = always(503)
+    circuit = {"consecutive_failures": 2, "cooldown": cooldown, "cooldown_factor": 1.0, "disable_after": disable_after}
+    config: WarrenConfig = await endpoint_config(
+        [{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"}
+    )
+    return config
+
+
 async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
     endpoint_config, receiver: Receiver, publish
 ) -> None:
     # Given an endpoint that is down, a short cool-down, and disable_after of 1 s
-    receiver.behaviour = always(503)
-    circuit = {"consecutive_failures": 2, "cooldown": "200ms", "cooldown_factor": 1.0, "disable_after": "1s"}
-    config = await endpoint_config([{"name": "flaky", "circuit": circuit}], retry={"base": "20ms", "cap": "50ms"})
+    config = await _down_endpoint(endpoint_config, receiver, disable_after="1s")
     async with operator_inbox(config) as operator, Worker(config) as worker:
         await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
         opened = await operator.wait_for("endpoint.circuit_opened", "flaky")
@@ -109,3 +121,30 @@ async def test_open_longer_than_disable_after_disables_and_enable_probes_first(
         await operator.wait_for("endpoint.circuit_closed", "flaky")
         await receiver.wait_for(lambda r: len(r.ok_ids()) >= 10, 15)
     assert await dlq_count(config, "flaky") == 0
+
+
+async def test_an_endpoint_disabled_while_open_gets_no_probe_past_its_due_time(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an endpoint whose circuit opened (cool-down 1 s, disable_after far away), and an operator who
+    # disables it at once (well before the first probe is due, even on a loaded machine)
+    config = await _down_endpoint(endpoint_config, receiver, disable_after="1h", cooldown="1s")
+    async with operator_inbox(config) as operator, Worker(config) as worker:
+        await publish(config, [Event(type="x.y", data={"i": i}) for i in range(10)])
+        await operator.wait_for("endpoint.circuit_opened", "flaky")
+        async with open_connection(config) as connection:
+            await change_admin(connection, config, "flaky", "disable", "maintenance")
+        guard = worker.health.guards["flaky"]  # type: ignore[union-attr]
+        await wait_until(lambda: guard.view.admin_state == DISABLED, 5, "the disable heard")
+        requests_when_disabled = len(receiver.received)
+        opened = guard.view.circuit
+        assert opened is not None and opened.state == OPEN and opened.retry_at is not None, "disabled too late"
+        # When the circuit's own schedule makes a probe due (retry_at), and the health loop looks a few more times
+        due = max(opened.retry_at, time.time()) + 0.4
+        await wait_until(lambda: time.time() >= due or guard.view.circuit is not opened, 5, "the probe's due time")
+        await operator.barrier()
+        # Then no probe started: the circuit record is the one that opened it (no half-open written for the
+        # fleet), this worker holds no probe, nothing reached the endpoint, and the operator heard only the disable
+        assert guard.view.circuit is opened and not guard.probing
+        assert len(receiver.received) == requests_when_disabled
+        assert operator.types("flaky") == ["endpoint.circuit_opened", "endpoint.disabled"]
