@@ -38,6 +38,7 @@ from warren.topology.settings import (
     DeliverySettings,
     RetryOverride,
     RetryPolicy,
+    StoreSettings,
     WorkerSettings,
 )
 
@@ -53,6 +54,7 @@ __all__ = [
     "ReceiverSettings",
     "RetryOverride",
     "RetryPolicy",
+    "StoreSettings",
     "WarrenConfig",
     "WorkerSettings",
     "load_config",
@@ -154,6 +156,7 @@ class WarrenConfig(BaseSettings):
     inbound: tuple[InboundSource, ...] = ()
     inbox: InboxSettings = InboxSettings()
     receiver: ReceiverSettings = ReceiverSettings()
+    store: StoreSettings = StoreSettings()
 
     @field_validator("inbound")
     @classmethod

@@ -211,6 +211,9 @@ class ApiSettings(_ServerLimits):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     tokens: tuple[ApiToken, ...] = Field(default=(), repr=False, description="bearer tokens: literal or 'env:NAME'")
+    admin_tokens: tuple[ApiToken, ...] = Field(
+        default=(), repr=False, description="bearer tokens of the admin API (/v1/endpoints): literal or 'env:NAME'"
+    )
     max_batch: int = Field(default=500, ge=1, le=10_000, description="events in one POST /v1/events/batch")
     max_body: int = Field(default=4 * 1024 * 1024, ge=1024, description="bytes of one request body")
     allowed_event_types: tuple[EventPattern, ...] | None = None
@@ -265,3 +268,25 @@ class CircuitSettings(_Frozen):
         if self.cooldown_max < self.cooldown:
             raise ValueError("cooldown_max must be at least cooldown")
         return self
+
+
+class StoreSettings(_Frozen):
+    """The endpoint store behind the admin API (docs/endpoints.md): where it is and how its secrets are sealed.
+
+    ``keys`` are Fernet keys (``warren store generate-key``), literal or ``env:NAME``, resolved when the store
+    is opened (a worker, which needs no store, never needs them): the first encrypts, every one decrypts.
+    """
+
+    url: str | None = Field(default=None, description="sqlite:///PATH or postgresql://...; unset: no store")
+    keys: tuple[str, ...] = Field(default=("env:WARREN_STORE_KEY",), repr=False, min_length=1)
+    migrate: bool = Field(default=True, description="bring the schema up to date when the store is opened")
+    secret_grace: PositiveDuration = Field(
+        default=24 * 3600.0, description="how long a rotated-out secret keeps signing beside the new one"
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
+            raise ValueError("store.url is sqlite:///PATH or a postgresql:// DSN")
+        return value

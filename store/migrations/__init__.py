@@ -1,0 +1,1 @@
+"""Alembic's environment and migration scripts for the endpoint store (run by ``store/engine.py``)."""

@@ -1,0 +1,96 @@
+"""What the store holds, as plain values, and how a stored endpoint becomes topology's Endpoint. Pure.
+
+The store keeps an endpoint's name, tenant, url and event patterns in columns and every other field of
+``Endpoint`` (ordering, partitions, limits, retry, circuit...) in ``options``, so a field added to Endpoint is
+stored without a migration.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from warren.topology.config import Endpoint
+
+__all__ = [
+    "API",
+    "FILE",
+    "RevealedSecret",
+    "StoredEndpoint",
+    "StoredSecret",
+    "endpoint_options",
+    "new_signing_secret",
+    "to_endpoint",
+]
+
+API: Literal["api"] = "api"  # created through the admin API or `warren endpoint create`
+FILE: Literal["file"] = "file"  # reconciled from the configuration file by `warren setup`: read-only here
+
+# Columns of their own; every other Endpoint field goes to ``options``.
+_COLUMNS = frozenset({"name", "url", "events", "secret", "tenant"})
+
+
+def new_signing_secret() -> str:
+    """A fresh Standard Webhooks secret: ``whsec_`` and 24 random bytes in base64 (as Svix makes them)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    """A secret's metadata (never its text): since when it signs and, once rotated out, until when."""
+
+    id: int
+    created_at: float
+    expires_at: float | None
+
+
+@dataclass(frozen=True)
+class RevealedSecret:
+    """A secret's text, only for an explicit reveal or for signing."""
+
+    text: str = ""
+    created_at: float = 0.0
+    expires_at: float | None = None
+
+    def __repr__(self) -> str:
+        return f"RevealedSecret(whsec_***, created_at={self.created_at}, expires_at={self.expires_at})"
+
+
+@dataclass(frozen=True)
+class StoredEndpoint:
+    name: str
+    tenant: str | None
+    url: str
+    events: tuple[str, ...]
+    options: dict[str, Any]
+    managed_by: str
+    created_at: float
+    updated_at: float
+    version: int
+    secrets: tuple[StoredSecret, ...] = ()
+
+    @property
+    def file_managed(self) -> bool:
+        return self.managed_by == FILE
+
+
+def endpoint_options(endpoint: Endpoint) -> dict[str, Any]:
+    """The fields of ``endpoint`` the store keeps in ``options``: those set explicitly, as JSON values."""
+    data: dict[str, Any] = endpoint.model_dump(mode="json", exclude_unset=True, exclude=set(_COLUMNS))
+    return data
+
+
+def to_endpoint(stored: StoredEndpoint, secret_texts: list[str]) -> Endpoint:
+    """The Endpoint a worker serves: the stored fields and the secrets that still sign (newest first)."""
+    data: dict[str, Any] = {
+        "name": stored.name,
+        "url": stored.url,
+        "events": list(stored.events),
+        "secret": secret_texts,
+        **stored.options,
+    }
+    if "tenant" in Endpoint.model_fields:  # the tenant field arrives with the tenants work (issue 15 item 2)
+        data["tenant"] = stored.tenant
+    return Endpoint.model_validate(data)
