@@ -113,7 +113,7 @@ class EndpointStore:
                 return None
             return _stored(row, (await self._secret_rows(session, [name]))[name])
 
-    async def list(
+    async def list_endpoints(
         self,
         *,
         tenant: str | None = None,
@@ -221,9 +221,7 @@ class EndpointStore:
                 .where(SecretRow.endpoint == name, SecretRow.expires_at.is_(None))
                 .values(expires_at=now + grace)
             )
-            await session.execute(
-                delete(SecretRow).where(SecretRow.endpoint == name, SecretRow.expires_at <= now)
-            )
+            await session.execute(delete(SecretRow).where(SecretRow.endpoint == name, SecretRow.expires_at <= now))
             session.add(SecretRow(endpoint=name, sealed=self._sealer.seal(secret), created_at=now))
             row.updated_at = now
             row.version += 1
@@ -234,9 +232,7 @@ class EndpointStore:
         """Endpoints holding a secret whose grace period is over (their workers still sign with it)."""
         moment = self._clock() if now is None else now
         async with self._session() as session:
-            names = await session.scalars(
-                select(SecretRow.endpoint).where(SecretRow.expires_at <= moment).distinct()
-            )
+            names = await session.scalars(select(SecretRow.endpoint).where(SecretRow.expires_at <= moment).distinct())
             return sorted(names)
 
     async def drop_expired(self, name: str, *, now: float | None = None) -> int:
@@ -273,23 +269,25 @@ class EndpointStore:
             for name, endpoint in wanted.items():
                 tenant = getattr(endpoint, "tenant", None)
                 await self._ensure_tenant(session, tenant)
-                row = rows.get(name)
+                existing = rows.get(name)
                 fields = {
                     "tenant": tenant,
                     "url": endpoint.url,
                     "events": list(endpoint.events),
                     "options": endpoint_options(endpoint),
                 }
-                if row is None:
-                    session.add(EndpointRow(name=name, managed_by=FILE, created_at=now, updated_at=now, version=1, **fields))
+                if existing is None:
+                    session.add(
+                        EndpointRow(name=name, managed_by=FILE, created_at=now, updated_at=now, version=1, **fields)
+                    )
                     outcome.added.append(name)
-                elif row.managed_by != FILE:
+                elif existing.managed_by != FILE:
                     outcome.taken.append(name)
-                elif any(getattr(row, k) != v for k, v in fields.items()):
+                elif any(getattr(existing, k) != v for k, v in fields.items()):
                     for key, value in fields.items():
-                        setattr(row, key, value)
-                    row.updated_at = now
-                    row.version += 1
+                        setattr(existing, key, value)
+                    existing.updated_at = now
+                    existing.version += 1
                     outcome.updated.append(name)
         return outcome
 

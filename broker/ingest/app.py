@@ -14,6 +14,9 @@ import orjson
 from aiohttp import web
 from aiohttp.web_urldispatcher import _default_expect_handler  # sends "100 Continue"; aiohttp has no public name
 
+from warren.broker.admin.app import add_admin_routes, admin_enabled, is_admin_path
+from warren.broker.admin.applier import EndpointApplier
+from warren.broker.admin.openapi import add_admin_paths
 from warren.broker.ingest.accept import (
     IDEMPOTENCY_HEADER,
     Limits,
@@ -76,8 +79,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Bearer tokens guard ``/v1/``; probes and the OpenAPI document stay open."""
-    if request.path.startswith("/v1/"):
+    """Producer tokens guard ``/v1/``; probes and the OpenAPI document stay open. The admin routes
+    (``/v1/endpoints``) check admin tokens themselves (broker/admin/app.py)."""
+    if request.path.startswith("/v1/") and not is_admin_path(request.path):
         tokens: tuple[bytes, ...] = request.app[_TOKENS]
         check_authorization(request.headers.get("Authorization"), tokens)
     return await handler(request)
@@ -183,8 +187,12 @@ async def _openapi(request: web.Request) -> web.Response:
     return web.Response(body=request.app[_OPENAPI], content_type="application/json")
 
 
-def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Application:
-    """The application; it starts ``link`` (made from ``config.broker`` unless given) and closes it on cleanup."""
+def create_app(
+    config: WarrenConfig, link: BrokerLink | None = None, applier: EndpointApplier | None = None
+) -> web.Application:
+    """The application; it starts ``link`` (made from ``config.broker`` unless given) and closes it on cleanup.
+
+    With ``store.url`` and ``api.admin_tokens`` set it carries the admin API too (``applier`` for tests)."""
     api = config.api
     # aiohttp's own cap is a second line behind read_limited; the margin lets ours answer first, in JSON.
     app = web.Application(middlewares=[_errors, _auth], client_max_size=api.max_body + 1)
@@ -206,15 +214,17 @@ def create_app(config: WarrenConfig, link: BrokerLink | None = None) -> web.Appl
             stale_after=api.publish_timeout + 10.0,
             retry_after=api.retry_after,
         )
-    app[_OPENAPI] = orjson.dumps(
-        openapi_document(
-            max_batch=api.max_batch,
-            max_body=api.max_body,
-            max_payload=config.delivery.max_payload,
-            allowed_event_types=api.allowed_event_types,
-            idempotency_store=api.idempotency_store is not None,
-        )
+    document = openapi_document(
+        max_batch=api.max_batch,
+        max_body=api.max_body,
+        max_payload=config.delivery.max_payload,
+        allowed_event_types=api.allowed_event_types,
+        idempotency_store=api.idempotency_store is not None,
     )
+    if admin_enabled(config):
+        add_admin_routes(app, config, applier)
+        add_admin_paths(document)
+    app[_OPENAPI] = orjson.dumps(document)
     app.router.add_post("/v1/events", _publish_event, expect_handler=_expect)
     app.router.add_post("/v1/events/batch", _publish_batch, expect_handler=_expect)
     app.router.add_get("/healthz", _healthz)

@@ -1,0 +1,299 @@
+"""The admin API's routes on the ``warren api`` application: ``/v1/endpoints`` and below, behind admin tokens.
+
+Enabled when both ``store.url`` and ``api.admin_tokens`` are set. The store is opened (and migrated) on the
+first admin request, so the ingest API serves events even while the store is unreachable; a request that
+needs the store then gets 503 ``store_unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from warren.broker.admin.applier import EndpointApplier
+from warren.broker.admin.schemas import (
+    EndpointCreated,
+    EndpointIn,
+    EndpointOut,
+    EndpointPage,
+    EndpointPatch,
+    ListQuery,
+    RevealedSecret,
+    RevealedSecrets,
+    Rotated,
+    RotateIn,
+    SecretInfo,
+    StateIn,
+    StateOut,
+    TestIn,
+    TestOut,
+)
+from warren.broker.admin.service import EndpointService, delivered
+from warren.broker.ingest.auth import check_authorization, encode_tokens
+from warren.broker.ingest.body import invalid, parse_body, validation_problems
+from warren.broker.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError
+from warren.store.records import StoredEndpoint
+from warren.store.repository import UNREACHABLE, EndpointStore
+from warren.topology.config import WarrenConfig
+from warren.topology.errors import WarrenError
+
+__all__ = ["ADMIN_PREFIX", "SERVICE", "add_admin_routes", "admin_enabled", "is_admin_path"]
+
+log = logging.getLogger("warren.api.admin")
+
+ADMIN_PREFIX = "/v1/endpoints"
+INVALID_REQUEST = "invalid_request"
+SWEEP_INTERVAL = 30.0  # seconds between checks for rotated-out secrets whose grace period is over
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Handle:
+    """The service, made on first use (the store opened and migrated then), or a 503 while it cannot be."""
+
+    def __init__(self, config: WarrenConfig, applier: EndpointApplier | None) -> None:
+        self.config = config
+        self.applier = applier
+        self.service: EndpointService | None = None
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> EndpointService:
+        if self.service is not None:
+            return self.service
+        async with self._lock:
+            if self.service is None:
+                try:
+                    store = await EndpointStore.open(self.config.store)
+                except UNREACHABLE as exc:
+                    raise ApiError(503, STORE_UNAVAILABLE, f"the endpoint store is unavailable: {exc}") from exc
+                self.service = EndpointService(self.config, store, self.applier)
+            return self.service
+
+    async def close(self) -> None:
+        if self.service is not None:
+            await self.service.close()
+            await self.service.store.close()
+            self.service = None
+
+
+SERVICE = web.AppKey("admin_service", _Handle)
+_ADMIN_TOKENS = web.AppKey("admin_tokens", tuple[bytes, ...])
+_MAX_BODY = web.AppKey("admin_max_body", int)
+
+
+def admin_enabled(config: WarrenConfig) -> bool:
+    return config.store.url is not None and bool(config.api.admin_tokens)
+
+
+def is_admin_path(path: str) -> bool:
+    return path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _json(model: BaseModel, status: int = 200) -> web.Response:
+    return web.Response(body=model.model_dump_json().encode(), status=status, content_type="application/json")
+
+
+def _out(stored: StoredEndpoint, state: str) -> dict[str, Any]:
+    return {
+        "name": stored.name,
+        "tenant": stored.tenant,
+        "url": stored.url,
+        "events": list(stored.events),
+        "options": stored.options,
+        "managed_by": stored.managed_by,
+        "state": state,
+        "created_at": _iso(stored.created_at),
+        "updated_at": _iso(stored.updated_at),
+        "version": stored.version,
+        "secrets": [
+            SecretInfo(created_at=_iso(s.created_at) or "", expires_at=_iso(s.expires_at)) for s in stored.secrets
+        ],
+    }
+
+
+async def _body(request: web.Request, model: type[M], *, optional: bool = False) -> M:
+    """The JSON body as ``model``; with ``optional``, no body at all is the model's defaults."""
+    if optional and not request.body_exists:
+        return model()
+    try:
+        return await parse_body(request, model, request.app[_MAX_BODY])
+    except ApiError as exc:
+        if exc.code == INVALID:
+            exc.code = INVALID_REQUEST
+        raise
+
+
+async def _service(request: web.Request) -> EndpointService:
+    tokens: tuple[bytes, ...] = request.app[_ADMIN_TOKENS]
+    check_authorization(request.headers.get("Authorization"), tokens)
+    return await request.app[SERVICE].get()
+
+
+def _name(request: web.Request) -> str:
+    return request.match_info["name"]
+
+
+async def _list(request: web.Request) -> web.Response:
+    service = await _service(request)
+    try:
+        query = ListQuery.model_validate(dict(request.query))
+    except ValidationError as exc:
+        error = invalid(validation_problems(exc))
+        error.code = INVALID_REQUEST
+        raise error from None
+    page = await service.list_endpoints(
+        tenant=query.tenant,
+        state=query.state,
+        event_type=query.event_type,
+        managed_by=query.managed_by,
+        limit=query.limit,
+        cursor=query.cursor,
+    )
+    data = [EndpointOut(**_out(stored, state)) for stored, state in page.endpoints]
+    return _json(EndpointPage(data=data, next_cursor=page.next_cursor))
+
+
+async def _create(request: web.Request) -> web.Response:
+    service = await _service(request)
+    body = await _body(request, EndpointIn)
+    data = body.model_dump(exclude_none=True, exclude={"tenant"})
+    stored, secret = await service.create(data, tenant=body.tenant)
+    state = (await service.states([stored.name]))[stored.name]
+    return _json(EndpointCreated(**_out(stored, state), secret=secret), 201)
+
+
+async def _read(request: web.Request) -> web.Response:
+    service = await _service(request)
+    stored = await service.get(_name(request))
+    state = (await service.states([stored.name]))[stored.name]
+    return _json(EndpointOut(**_out(stored, state)))
+
+
+async def _update(request: web.Request) -> web.Response:
+    service = await _service(request)
+    body = await _body(request, EndpointPatch)
+    changes = body.model_dump(exclude_unset=True, exclude={"tenant"})
+    if any(value is None for value in changes.values()):
+        # null resets a field to its default: leave it out of the stored fields
+        changes = {k: v for k, v in changes.items() if v is not None}
+    tenant: str | bool | None = body.tenant if "tenant" in body.model_fields_set else False
+    stored = await service.update(_name(request), changes, tenant=tenant)
+    state = (await service.states([stored.name]))[stored.name]
+    return _json(EndpointOut(**_out(stored, state)))
+
+
+async def _delete(request: web.Request) -> web.Response:
+    service = await _service(request)
+    force = request.query.get("force", "false")
+    if force not in ("true", "false"):
+        raise ApiError(422, INVALID_REQUEST, "force is true or false")
+    await service.delete(_name(request), force=force == "true")
+    return web.Response(status=204)
+
+
+async def _rotate(request: web.Request) -> web.Response:
+    service = await _service(request)
+    body = await _body(request, RotateIn, optional=True)
+    stored, secret = await service.rotate(_name(request), secret=body.secret, grace=body.grace)
+    infos = _out(stored, "")["secrets"]
+    return _json(Rotated(name=stored.name, secret=secret, secrets=infos))
+
+
+async def _reveal(request: web.Request) -> web.Response:
+    service = await _service(request)
+    secrets = await service.reveal(_name(request))
+    shown = [
+        RevealedSecret(secret=s.text, created_at=_iso(s.created_at) or "", expires_at=_iso(s.expires_at))
+        for s in secrets
+    ]
+    return _json(RevealedSecrets(name=_name(request), secrets=shown))
+
+
+def _state_change(action: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def change(request: web.Request) -> web.Response:
+        service = await _service(request)
+        body = await _body(request, StateIn, optional=True)
+        state, changed = await service.set_state(_name(request), action, body.reason)
+        return _json(StateOut(name=_name(request), state=state, changed=changed))
+
+    return change
+
+
+async def _test(request: web.Request) -> web.Response:
+    service = await _service(request)
+    body = await _body(request, TestIn, optional=True)
+    try:
+        outcome = await service.test(_name(request), body.type, body.data)
+    except WarrenError as exc:
+        if isinstance(exc, ApiError):
+            raise
+        raise ApiError(409, "cannot_send", f"the test event was not sent: {exc}") from exc
+    result = outcome.result
+    return _json(
+        TestOut(
+            event_id=outcome.event_id,
+            delivered=delivered(result),
+            outcome=result.outcome.value,
+            status=result.status,
+            duration_ms=round(result.duration * 1000, 3),
+            error=result.error or (None if delivered(result) else result.reason),
+            response=result.excerpt,
+        )
+    )
+
+
+async def _sweep(app: web.Application) -> None:
+    """Every SWEEP_INTERVAL: stop signing with rotated-out secrets whose grace period is over."""
+    while True:
+        await asyncio.sleep(SWEEP_INTERVAL)
+        handle = app[SERVICE]
+        if handle.service is None:
+            continue
+        try:
+            expired = await handle.service.expire_secrets()
+        except (WarrenError, *UNREACHABLE) as exc:
+            log.warning("rotated-out secrets not expired yet: %s", exc)
+            continue
+        if expired:
+            log.info("stopped signing with expired secrets of %s", ", ".join(expired))
+
+
+def add_admin_routes(app: web.Application, config: WarrenConfig, applier: EndpointApplier | None = None) -> None:
+    """The admin routes on ``app`` (the ingest API's); they close their store on the app's cleanup."""
+    app[SERVICE] = _Handle(config, applier)
+    app[_ADMIN_TOKENS] = encode_tokens(config.api.admin_tokens)
+    app[_MAX_BODY] = config.api.max_body
+    router = app.router
+    router.add_get(ADMIN_PREFIX, _list)
+    router.add_post(ADMIN_PREFIX, _create)
+    router.add_get(ADMIN_PREFIX + "/{name}", _read)
+    router.add_patch(ADMIN_PREFIX + "/{name}", _update)
+    router.add_delete(ADMIN_PREFIX + "/{name}", _delete)
+    router.add_post(ADMIN_PREFIX + "/{name}/rotate-secret", _rotate)
+    router.add_get(ADMIN_PREFIX + "/{name}/secret", _reveal)
+    for action in ("pause", "resume", "disable", "enable"):
+        router.add_post(ADMIN_PREFIX + "/{name}/" + action, _state_change(action))
+    router.add_post(ADMIN_PREFIX + "/{name}/test", _test)
+
+    async def sweeping(app: web.Application) -> Any:
+        task = asyncio.create_task(_sweep(app), name="warren-admin-sweep")
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await app[SERVICE].close()
+
+    app.cleanup_ctx.append(sweeping)

@@ -1,0 +1,50 @@
+"""The seam between the admin operations and RabbitMQ: declaring one endpoint's objects and telling workers.
+
+``EndpointApplier`` is what the service needs; ``LiveApplier`` is the real one, which calls
+``warren.broker.live_apply`` (imported on first use: it declares the endpoint's exchange, bindings and queues
+incrementally and announces the change on the control exchange, so every worker serves it without a restart).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.errors import WarrenError
+
+__all__ = ["EndpointApplier", "LiveApplier", "LiveApplyMissing"]
+
+_MODULE = "warren.broker.live_apply"
+
+
+class LiveApplyMissing(WarrenError):
+    """This build has no live apply (``warren.broker.live_apply``)."""
+
+
+class EndpointApplier(Protocol):
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
+        """Declare the endpoint's objects and announce it to workers; idempotent."""
+
+    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
+        """Stop delivery and delete its objects; a clear WarrenError when it holds messages and not ``force``."""
+
+
+class LiveApplier:
+    """The applier of a running deployment: ``warren.broker.live_apply``."""
+
+    def _module(self) -> object:
+        try:
+            return importlib.import_module(_MODULE)
+        except ModuleNotFoundError as exc:
+            if exc.name != _MODULE:
+                raise
+            raise LiveApplyMissing(
+                "this build cannot apply endpoints to RabbitMQ live (no warren.broker.live_apply)"
+            ) from None
+
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
+        await self._module().apply_endpoint(settings, endpoint)  # type: ignore[attr-defined]
+
+    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
+        await self._module().remove_endpoint(settings, name, force=force)  # type: ignore[attr-defined]

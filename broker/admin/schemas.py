@@ -1,0 +1,179 @@
+"""What the admin API takes and answers, as pydantic models; its part of ``/openapi.json`` is generated from them.
+
+Input models are strict (a number is a JSON number, never ``"3"``) and refuse unknown fields, so the document
+and the server agree on what is invalid. Durations are seconds (a JSON number) here, where the TOML file also
+takes ``"10s"``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from warren.broker.events import EVENT_TYPE_PATTERN
+
+__all__ = [
+    "EVENT_TYPE_PATTERN",
+    "NAME_PATTERN",
+    "STATES",
+    "EndpointCreated",
+    "EndpointIn",
+    "EndpointOut",
+    "EndpointPage",
+    "EndpointPatch",
+    "ListQuery",
+    "RevealedSecret",
+    "RevealedSecrets",
+    "RotateIn",
+    "Rotated",
+    "SecretInfo",
+    "StateIn",
+    "StateOut",
+    "TestIn",
+    "TestOut",
+]
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+_WORD = r"(?:\*|#|[A-Za-z0-9_\-:/]+)"
+PATTERN_PATTERN = rf"^{_WORD}(?:\.{_WORD})*$"
+SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]+={0,2}$"
+STATES = ("active", "paused", "disabled", "open", "half-open", "throttled")
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '-' and '_' (at most 63).")]
+EventPattern = Annotated[
+    str, Field(pattern=PATTERN_PATTERN, max_length=200, description="'*' matches one word, '#' any number.")
+]
+Seconds = Annotated[float, Field(gt=0, le=86400.0, description="Seconds.")]
+RetryStatus = Annotated[int, Field(ge=400, le=499)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _Options(_In):
+    """The endpoint fields beside name, url, events, tenant and secret (docs/configuration.md, [[endpoints]])."""
+
+    ordering: Literal["none", "key"] | None = Field(default=None, description="'key': in order per event key.")
+    partitions: int | None = Field(default=None, ge=1, le=256, description="With ordering 'key' (default 4).")
+    concurrency: int | None = Field(default=None, ge=1, le=2048, description="Requests in flight per worker.")
+    timeout: Seconds | None = None
+    connect_timeout: Seconds | None = None
+    retry_statuses: list[RetryStatus] | None = Field(default=None, max_length=100)
+    max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="Concurrent requests, fleet-wide.")
+    rate_limit: float | None = Field(default=None, gt=0, le=1e6, description="Requests per second, fleet-wide.")
+    burst: int | None = Field(default=None, ge=1, le=1_000_000, description="With rate_limit.")
+
+
+class EndpointIn(_Options):
+    """A new endpoint. Without ``secret`` one is generated; either way it is in the answer, once."""
+
+    name: Name
+    url: str = Field(max_length=2000, description="Absolute http:// or https:// URL.")
+    events: list[EventPattern] = Field(min_length=1, max_length=100)
+    tenant: Name | None = Field(default=None, description="The customer it belongs to; none: a platform endpoint.")
+    secret: str | None = Field(default=None, pattern=SECRET_PATTERN, max_length=200)
+
+
+class EndpointPatch(_Options):
+    """Fields to change; fields left out keep their value (``tenant: null`` makes it a platform endpoint)."""
+
+    url: str | None = Field(default=None, max_length=2000)
+    events: list[EventPattern] | None = Field(default=None, min_length=1, max_length=100)
+    tenant: Name | None = None
+
+
+class SecretInfo(BaseModel):
+    created_at: str
+    expires_at: str | None = Field(description="Set on a secret a rotation replaced: it signs until then.")
+
+
+class EndpointOut(BaseModel):
+    name: str
+    tenant: str | None
+    url: str
+    events: list[str]
+    options: dict[str, JsonValue] = Field(description="The other fields set on the endpoint.")
+    managed_by: Literal["api", "file"] = Field(description="'file': from the configuration file, read-only here.")
+    state: str = Field(description="active, paused, disabled, open, half-open or throttled.")
+    created_at: str
+    updated_at: str
+    version: int
+    secrets: list[SecretInfo] = Field(description="Its signing secrets, never their text (see /secret).")
+
+
+class EndpointCreated(EndpointOut):
+    secret: str = Field(description="The signing secret: shown now, and later only by GET .../secret.")
+
+
+class EndpointPage(BaseModel):
+    data: list[EndpointOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last one.")
+
+
+class ListQuery(BaseModel):
+    """The query of GET /v1/endpoints (strings from the URL, so not strict)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    tenant: Name | None = None
+    state: Literal["active", "paused", "disabled", "open", "half-open", "throttled"] | None = None
+    event_type: str | None = Field(default=None, pattern=EVENT_TYPE_PATTERN, max_length=200)
+    managed_by: Literal["api", "file"] | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: Name | None = None
+
+
+class RotateIn(_In):
+    secret: str | None = Field(default=None, pattern=SECRET_PATTERN, max_length=200, description="Default: new.")
+    grace: float | None = Field(
+        default=None, ge=0, le=30 * 86400.0, description="Seconds the old secret keeps signing (store.secret_grace)."
+    )
+
+
+class Rotated(BaseModel):
+    name: str
+    secret: str = Field(description="The new secret: it signs from now on, beside the old one until it expires.")
+    secrets: list[SecretInfo]
+
+
+class RevealedSecret(BaseModel):
+    secret: str
+    created_at: str
+    expires_at: str | None
+
+
+class RevealedSecrets(BaseModel):
+    name: str
+    secrets: list[RevealedSecret] = Field(description="Newest first; every one signs each delivery.")
+
+
+class StateIn(_In):
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class StateOut(BaseModel):
+    name: str
+    state: str
+    changed: bool
+
+
+_TEST_DATA: JsonValue = {"message": "a test event from Warren"}
+
+
+class TestIn(_In):
+    type: str = Field(default="warren.test", pattern=EVENT_TYPE_PATTERN, max_length=200)
+    data: JsonValue = Field(default_factory=lambda: _TEST_DATA)
+
+
+class TestOut(BaseModel):
+    event_id: str
+    delivered: bool
+    outcome: Literal["delivered", "retry", "dead", "disable"] = Field(
+        description="What a worker would do next: delivered, retry later, dead-letter, or disable the endpoint."
+    )
+    status: int | None = Field(description="The endpoint's HTTP status; null when it did not answer.")
+    duration_ms: float
+    error: str | None
+    response: str = Field(description="The start of the endpoint's answer.")

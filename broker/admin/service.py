@@ -1,0 +1,320 @@
+"""The admin operations on endpoints, shared by the admin API and ``warren endpoint create|update|...``.
+
+Each operation checks the request against the store, applies it to RabbitMQ through the ``EndpointApplier``
+(declare, announce, remove) and then writes the store. Apply first: a failed apply leaves the store as it was
+and the caller can retry (applying is idempotent); a store write failing after an apply leaves declared
+objects that the retry reuses. Endpoints from the configuration file (``managed_by: file``) are read-only
+here: ``warren setup`` owns them. Their state (pause, disable...) is runtime, not configuration, so it may
+change through here as through ``warren endpoint pause``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import aiohttp
+import orjson
+from pydantic import ValidationError
+
+from warren.broker.admin.applier import EndpointApplier, LiveApplier
+from warren.broker.events import Event
+from warren.broker.ingest.body import invalid, validation_problems
+from warren.broker.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
+from warren.consumers.delivery import Delivery
+from warren.consumers.health.admin import AdminError, change_admin, open_connection, read_views
+from warren.consumers.health.records import EndpointView, summary
+from warren.consumers.http_transport import HttpTransport, new_session
+from warren.consumers.transport import Outcome, SendResult
+from warren.store.records import RevealedSecret, StoredEndpoint, new_signing_secret, to_endpoint
+from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
+from warren.topology.addresses import url_host_problem
+from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.errors import BrokerUnavailable, WarrenError
+from warren.topology.topics import topic_matches
+
+__all__ = [
+    "ACTIONS",
+    "ENDPOINT_EXISTS",
+    "FILE_MANAGED",
+    "NOT_FOUND",
+    "REFUSED",
+    "EndpointService",
+    "Page",
+    "TestResult",
+    "delivered",
+]
+
+NOT_FOUND = "not_found"
+ENDPOINT_EXISTS = "endpoint_exists"
+FILE_MANAGED = "file_managed"
+REFUSED = "refused"  # RabbitMQ refused the change (holds messages, ordering change, a state change that does not apply)
+INVALID_ENDPOINT = "invalid_endpoint"
+
+ACTIONS = ("pause", "resume", "disable", "enable")
+
+
+@dataclass(frozen=True)
+class Page:
+    endpoints: list[tuple[StoredEndpoint, str]]  # with its state
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TestResult:
+    event_id: str
+    result: SendResult
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, NOT_FOUND, f"no endpoint {name!r}")
+
+
+def _file_managed(name: str) -> ApiError:
+    return ApiError(
+        409,
+        FILE_MANAGED,
+        f"endpoint {name!r} comes from the configuration file: change it there and run `warren setup`",
+    )
+
+
+class EndpointService:
+    """Endpoints as live data: the store, RabbitMQ through ``applier``, and ``config`` for everything else."""
+
+    def __init__(self, config: WarrenConfig, store: EndpointStore, applier: EndpointApplier | None = None) -> None:
+        self.config = config
+        self.store = store
+        self.applier: EndpointApplier = applier or LiveApplier()
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    async def _guarded(self, coroutine: Any) -> Any:
+        try:
+            return await coroutine
+        except ApiError:
+            raise
+        except UNREACHABLE as exc:
+            raise ApiError(503, STORE_UNAVAILABLE, f"the endpoint store is unavailable: {exc}") from exc
+
+    async def get(self, name: str) -> StoredEndpoint:
+        stored: StoredEndpoint | None = await self._guarded(self.store.get(name))
+        if stored is None:
+            raise _not_found(name)
+        return stored
+
+    async def states(self, names: Sequence[str]) -> dict[str, str]:
+        """Each endpoint's state as the fleet knows it (RabbitMQ's state stream)."""
+        bare = self.config.model_copy(update={"endpoints": ()})
+        try:
+            async with open_connection(bare, "warren-admin") as connection:
+                views = await read_views(connection, bare)
+        except BrokerUnavailable as exc:
+            raise ApiError(503, BROKER_UNAVAILABLE, f"cannot read endpoint states: {exc}") from exc
+        now = time.time()
+        return {name: summary(views.get(name) or EndpointView(name), now)[0] for name in names}
+
+    async def list_endpoints(
+        self,
+        *,
+        tenant: str | None = None,
+        state: str | None = None,
+        event_type: str | None = None,
+        managed_by: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """A page of endpoints in name order; ``state`` and ``event_type`` filter after the store's query."""
+        found: list[tuple[StoredEndpoint, str]] = []
+        after = cursor
+        while len(found) <= limit:
+            batch: list[StoredEndpoint] = await self._guarded(
+                self.store.list_endpoints(tenant=tenant, managed_by=managed_by, after=after, limit=max(limit, 100))
+            )
+            if not batch:
+                break
+            after = batch[-1].name
+            if event_type is not None:
+                batch = [s for s in batch if _subscribes(s, event_type)]
+            states = await self.states([s.name for s in batch])
+            found.extend((s, states[s.name]) for s in batch if state is None or states[s.name] == state)
+        page = found[:limit]
+        return Page(page, page[-1][0].name if len(found) > limit else None)
+
+    # -- changing ------------------------------------------------------------------------------------------
+
+    def _endpoint(self, data: dict[str, Any]) -> Endpoint:
+        """``data`` as a validated Endpoint, refused with 422 the way the file would be."""
+        try:
+            endpoint = Endpoint.model_validate(data)
+        except ValidationError as exc:
+            raise replace(invalid(validation_problems(exc)), code=INVALID_ENDPOINT) from None
+        if not self.config.delivery.allow_private_networks:
+            problem = url_host_problem(endpoint.url)
+            if problem:
+                raise ApiError(422, INVALID_ENDPOINT, f"url refused: {problem}")
+        return endpoint
+
+    def _settings(self, endpoint: Endpoint) -> WarrenConfig:
+        """The configuration the applier sees: the file's, with ``endpoint`` among its endpoints."""
+        others = tuple(e for e in self.config.endpoints if e.name != endpoint.name)
+        return self.config.model_copy(update={"endpoints": (*others, endpoint)})
+
+    async def _apply(self, endpoint: Endpoint) -> None:
+        try:
+            await self.applier.apply_endpoint(self._settings(endpoint), endpoint)
+        except BrokerUnavailable as exc:
+            raise ApiError(503, BROKER_UNAVAILABLE, f"not applied: {exc}") from exc
+        except WarrenError as exc:
+            raise ApiError(409, REFUSED, f"not applied: {exc}") from exc
+
+    async def served(self, stored: StoredEndpoint) -> Endpoint:
+        """The Endpoint workers serve for ``stored``: the file's, or the store's with its signing secrets."""
+        if stored.file_managed:
+            try:
+                return self.config.endpoint(stored.name)
+            except KeyError:
+                raise ApiError(
+                    409, FILE_MANAGED, f"endpoint {stored.name!r} is no longer in the file: run `warren setup`"
+                ) from None
+        secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(stored.name))
+        return to_endpoint(stored, [s.text for s in secrets])
+
+    async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
+        """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
+        secret = data.get("secret") or new_signing_secret()
+        endpoint = self._endpoint({**data, "secret": secret})
+        if await self._guarded(self.store.get(endpoint.name)) is not None:
+            raise ApiError(409, ENDPOINT_EXISTS, f"endpoint {endpoint.name!r} exists already")
+        if any(e.name == endpoint.name for e in self.config.endpoints):
+            raise _file_managed(endpoint.name)
+        await self._apply(endpoint)
+        try:
+            stored = await self._guarded(self.store.create(endpoint, tenant=tenant, secret=secret))
+        except NameTaken as exc:
+            raise ApiError(409, ENDPOINT_EXISTS, str(exc)) from None
+        return stored, secret
+
+    async def update(self, name: str, changes: dict[str, Any], *, tenant: str | bool | None = False) -> StoredEndpoint:
+        """Change the fields in ``changes``; ``tenant`` False keeps it. Re-applied before it is stored."""
+        stored = await self.get(name)
+        if stored.file_managed:
+            raise _file_managed(name)
+        current = await self.served(stored)
+        data = {
+            **current.model_dump(exclude_unset=True, exclude={"secret", "tenant"}),
+            **changes,
+            "secret": current.secret,
+        }
+        endpoint = self._endpoint(data)
+        new_tenant = stored.tenant if tenant is False else tenant
+        await self._apply(endpoint)
+        updated: StoredEndpoint | None = await self._guarded(
+            self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
+        )
+        if updated is None:
+            raise _not_found(name)
+        return updated
+
+    async def delete(self, name: str, *, force: bool = False) -> None:
+        """Stop delivery and remove the endpoint (its queues only when empty, unless ``force``)."""
+        stored = await self.get(name)
+        if stored.file_managed:
+            raise _file_managed(name)
+        try:
+            await self.applier.remove_endpoint(self._settings(await self.served(stored)), name, force=force)
+        except BrokerUnavailable as exc:
+            raise ApiError(503, BROKER_UNAVAILABLE, f"not removed: {exc}") from exc
+        except WarrenError as exc:
+            raise ApiError(409, REFUSED, f"not removed: {exc}") from exc
+        await self._guarded(self.store.delete(name))
+
+    async def rotate(
+        self, name: str, *, secret: str | None = None, grace: float | None = None
+    ) -> tuple[StoredEndpoint, str]:
+        """A new signing secret; the current ones keep signing for ``grace`` seconds (store.secret_grace)."""
+        stored = await self.get(name)
+        if stored.file_managed:
+            raise _file_managed(name)
+        text = secret or new_signing_secret()
+        current = await self.served(stored)
+        keep = self.config.store.secret_grace if grace is None else grace
+        # Workers sign with the new secret and every current one from the apply on; the store follows.
+        endpoint = self._endpoint(
+            {
+                **current.model_dump(exclude_unset=True, exclude={"secret", "tenant"}),
+                "secret": [text, *(s.reveal() for s in current.secret)] if keep > 0 else [text],
+            }
+        )
+        await self._apply(endpoint)
+        rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep))
+        if rotated is None:
+            raise _not_found(name)
+        return rotated, text
+
+    async def reveal(self, name: str) -> list[RevealedSecret]:
+        stored = await self.get(name)
+        if stored.file_managed:
+            raise ApiError(
+                409, FILE_MANAGED, f"endpoint {name!r} comes from the configuration file: its secret is there"
+            )
+        secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(name))
+        return secrets
+
+    async def expire_secrets(self) -> list[str]:
+        """Re-apply every endpoint whose rotated-out secret expired, so workers stop signing with it."""
+        done = []
+        for name in await self._guarded(self.store.expired()):
+            stored = await self._guarded(self.store.get(name))
+            if stored is None or stored.file_managed:
+                continue
+            await self._apply(await self.served(stored))
+            await self._guarded(self.store.drop_expired(name))
+            done.append(name)
+        return done
+
+    async def set_state(self, name: str, action: str, reason: str | None = None) -> tuple[str, bool]:
+        """``pause``, ``resume``, ``disable`` or ``enable`` for the whole fleet (as ``warren endpoint pause``)."""
+        stored = await self.get(name)
+        endpoint = await self.served(stored)
+        settings = self._settings(endpoint)
+        try:
+            async with open_connection(settings, "warren-admin") as connection:
+                change = await change_admin(connection, settings, name, action, reason)
+        except BrokerUnavailable as exc:
+            raise ApiError(503, BROKER_UNAVAILABLE, f"state not changed: {exc}") from exc
+        except AdminError as exc:
+            raise ApiError(409, REFUSED, str(exc)) from exc
+        return (await self.states([name]))[name], bool(change.records)
+
+    async def test(self, name: str, event_type: str = "warren.test", data: Any = None) -> TestResult:
+        """Send one signed test event to the endpoint now, as a worker would, and say what came of it."""
+        endpoint = await self.served(await self.get(name))
+        event = Event(type=event_type, data={"message": "a test event from Warren"} if data is None else data)
+        body = orjson.dumps(event.envelope())
+        settings = self.config.delivery
+        if self._session is None:
+            self._session = new_session(settings.allow_private_networks, settings.user_agent)
+        transport = HttpTransport(
+            self._session,
+            allow_private_networks=settings.allow_private_networks,
+            body_limit=settings.response_body_limit,
+        )
+        now_ms = int(time.time() * 1000)
+        delivery = Delivery(event.id, event.type, body, 0, now_ms, None, ())
+        return TestResult(event.id, await transport.send(endpoint, delivery))
+
+
+def _subscribes(stored: StoredEndpoint, event_type: str) -> bool:
+    return any(topic_matches(pattern, event_type) for pattern in stored.events)
+
+
+def delivered(result: SendResult) -> bool:
+    return result.outcome is Outcome.DELIVERED
