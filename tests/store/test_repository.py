@@ -86,7 +86,7 @@ async def test_secrets_are_sealed_at_rest_and_open_only_with_a_configured_key(
     only_old = await EndpointStore.open(StoreSettings(url=store_url, keys=(STORE_KEY,)))
     try:
         assert [s.text for s in await only_new.signing_secrets("acme-orders")] == [secret]
-        with pytest.raises(StoreKeyError, match="opens with none of store.keys"):
+        with pytest.raises(StoreKeyError, match=r"opens with none of store\.keys"):
             await only_old.signing_secrets("acme-orders")
     finally:
         await only_new.close()
