@@ -116,7 +116,7 @@ class EndpointService:
         try:
             async with open_connection(bare, "warren-admin") as connection:
                 views = await read_views(connection, bare)
-        except BrokerUnavailable as exc:
+        except WarrenError as exc:  # unreachable, or `warren setup` never ran
             raise ApiError(503, BROKER_UNAVAILABLE, f"cannot read endpoint states: {exc}") from exc
         now = time.time()
         return {name: summary(views.get(name) or EndpointView(name), now)[0] for name in names}
@@ -191,10 +191,13 @@ class EndpointService:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
         endpoint = self._endpoint({**data, "secret": secret})
-        if await self._guarded(self.store.get(endpoint.name)) is not None:
-            raise ApiError(409, ENDPOINT_EXISTS, f"endpoint {endpoint.name!r} exists already")
-        if any(e.name == endpoint.name for e in self.config.endpoints):
+        existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
+        if (existing is not None and existing.file_managed) or any(
+            e.name == endpoint.name for e in self.config.endpoints
+        ):
             raise _file_managed(endpoint.name)
+        if existing is not None:
+            raise ApiError(409, ENDPOINT_EXISTS, f"endpoint {endpoint.name!r} exists already")
         await self._apply(endpoint)
         try:
             stored = await self._guarded(self.store.create(endpoint, tenant=tenant, secret=secret))

@@ -1,0 +1,87 @@
+"""Fixtures for the admin API: the API with a store (each backend) and a stand-in applier, on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.broker.ingest.conftest import TOKEN, ApiServer
+from tests.support.store import store_postgres, store_url
+from tests.support.topology import declare
+from warren.broker.ingest.app import LINK, create_app
+from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.errors import WarrenError
+
+__all__ = ["store_postgres", "store_url"]
+
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
+
+
+@dataclass
+class StandInApplier:
+    """TEST DOUBLE for ``warren.broker.live_apply`` (built on another branch): records what it was asked to do,
+    and refuses to remove an endpoint named in ``holding`` without force, as the real one does."""
+
+    applied: list[Endpoint] = field(default_factory=list)
+    removed: list[tuple[str, bool]] = field(default_factory=list)
+    holding: set[str] = field(default_factory=set)
+
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
+        assert settings.endpoint(endpoint.name) == endpoint
+        self.applied.append(endpoint)
+
+    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
+        if name in self.holding and not force:
+            raise WarrenError(f"{name} holds 3 messages: remove it with force to dead-letter them first")
+        self.removed.append((name, force))
+
+
+@dataclass
+class AdminServer:
+    api: ApiServer
+    applier: StandInApplier
+    config: WarrenConfig
+
+    async def call(self, method: str, path: str, body: Any = None, *, token: str | None = ADMIN_TOKEN) -> Any:
+        return await self.api.request(method, path, body, token=token)
+
+
+@pytest.fixture
+async def start_admin(
+    make_config: Callable[..., WarrenConfig], store_url: str
+) -> AsyncIterator[Callable[..., Awaitable[AdminServer]]]:
+    """``await start_admin(endpoints=[...], **sections)``: the API with the admin routes, on a free port."""
+    runners: list[web.AppRunner] = []
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def start(endpoints: list[dict[str, Any]] | None = None, **sections: Any) -> AdminServer:
+        api = {"tokens": [TOKEN], "admin_tokens": [ADMIN_TOKEN], **sections.pop("api", {})}
+        store = {"url": store_url, **sections.pop("store", {})}
+        config = make_config(endpoints, api=api, store=store, **sections)
+        await declare(config)
+        applier = StandInApplier()
+        app = create_app(config, applier=applier)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.Server)
+        port = server.sockets[0].getsockname()[1]
+        await asyncio.wait_for(app[LINK].connected.wait(), 10)
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
+        sessions.append(session)
+        return AdminServer(ApiServer(config, app, f"http://127.0.0.1:{port}", session), applier, config)
+
+    yield start
+    for session in sessions:
+        await session.close()
+    for runner in runners:
+        await runner.cleanup()
