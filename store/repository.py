@@ -64,9 +64,17 @@ def _stored(row: EndpointRow, secrets: Sequence[SecretRow] = ()) -> StoredEndpoi
 class EndpointStore:
     """The store of one deployment (``store.url``)."""
 
-    def __init__(self, engine: AsyncEngine, sealer: Sealer, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        sealer: Sealer | None = None,
+        clock: Callable[[], float] = time.time,
+        *,
+        keys: Sequence[str] = (),
+    ) -> None:
         self.engine = engine
-        self._sealer = sealer
+        self._given_sealer = sealer
+        self._keys = tuple(keys)
         self._clock = clock
         self._sessions = async_sessionmaker(engine, expire_on_commit=False)
 
@@ -75,7 +83,6 @@ class EndpointStore:
         """The store of ``settings`` (which must name a url), migrated first when ``store.migrate`` is on."""
         if settings.url is None:
             raise StoreUnavailable("no store configured: set store.url (sqlite:///PATH or postgresql://...)")
-        sealer = sealer_from(settings.keys)
         engine = open_engine(settings.url)
         try:
             if settings.migrate:
@@ -83,10 +90,17 @@ class EndpointStore:
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine, sealer)
+        return cls(engine, keys=settings.keys)
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+    @property
+    def _sealer(self) -> Sealer:
+        """The keys, resolved on first use: reconciling the file's endpoints (``warren setup``) needs none."""
+        if self._given_sealer is None:
+            self._given_sealer = sealer_from(self._keys)
+        return self._given_sealer
 
     def _session(self) -> AsyncSession:
         return self._sessions()

@@ -13,10 +13,12 @@ from warren.commands import (
     api_cmd,
     dlq_cmd,
     endpoint_cmd,
+    endpoint_edit_cmd,
     inbox_cmd,
     publish_cmd,
     setup_cmd,
     status_cmd,
+    store_cmd,
     topology_cmd,
     worker_cmd,
 )
@@ -68,6 +70,8 @@ inbox_cmd.register(app)
 dlq_cmd.register(app)
 status_cmd.register(app)
 endpoint_cmd.register(app)
+endpoint_edit_cmd.register(endpoint_cmd.endpoint_app)
+store_cmd.register(app)
 
 
 def main() -> None:

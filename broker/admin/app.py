@@ -289,6 +289,10 @@ def add_admin_routes(app: web.Application, config: WarrenConfig, applier: Endpoi
     router.add_post(ADMIN_PREFIX + "/{name}/test", _test)
 
     async def sweeping(app: web.Application) -> Any:
+        try:  # open (and migrate) the store now; if it is down, the first admin request tries again
+            await app[SERVICE].get()
+        except ApiError as exc:
+            log.warning("%s; the admin API answers 503 until it is reachable", exc)
         task = asyncio.create_task(_sweep(app), name="warren-admin-sweep")
         yield
         task.cancel()

@@ -10,8 +10,9 @@ change through here as through ``warren endpoint pause``.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,7 @@ from warren.consumers.health.admin import AdminError, change_admin, open_connect
 from warren.consumers.health.records import EndpointView, summary
 from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.transport import Outcome, SendResult
-from warren.store.records import RevealedSecret, StoredEndpoint, new_signing_secret, to_endpoint
+from warren.store.records import API, RevealedSecret, StoredEndpoint, new_signing_secret, to_endpoint
 from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
@@ -45,6 +46,7 @@ __all__ = [
     "Page",
     "TestResult",
     "delivered",
+    "open_service",
 ]
 
 NOT_FOUND = "not_found"
@@ -187,6 +189,13 @@ class EndpointService:
         secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(stored.name))
         return to_endpoint(stored, [s.text for s in secrets])
 
+    async def with_stored_endpoints(self) -> WarrenConfig:
+        """The configuration with the store's API endpoints beside the file's (for the CLI's list, show, pause)."""
+        stored: list[StoredEndpoint] = await self._guarded(self.store.list_endpoints(managed_by=API))
+        known = {e.name for e in self.config.endpoints}
+        extra = [await self.served(s) for s in stored if s.name not in known]
+        return self.config.model_copy(update={"endpoints": (*self.config.endpoints, *extra)})
+
     async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
@@ -321,3 +330,15 @@ def _subscribes(stored: StoredEndpoint, event_type: str) -> bool:
 
 def delivered(result: SendResult) -> bool:
     return result.outcome is Outcome.DELIVERED
+
+
+@contextlib.asynccontextmanager
+async def open_service(config: WarrenConfig, applier: EndpointApplier | None = None) -> AsyncIterator[EndpointService]:
+    """The service over the configured store (opened and migrated now), for one command."""
+    store = await EndpointStore.open(config.store)
+    service = EndpointService(config, store, applier)
+    try:
+        yield service
+    finally:
+        await service.close()
+        await store.close()

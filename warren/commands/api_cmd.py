@@ -22,6 +22,8 @@ def api(
     cfg = load(config)
     if not cfg.api.tokens:
         fail("api.tokens is empty: configure at least one bearer token (literal or 'env:NAME')", EXIT_USAGE)
+    if cfg.api.admin_tokens and cfg.store.url is None:
+        fail("api.admin_tokens needs an endpoint store: set [store] url (docs/endpoints.md)", EXIT_USAGE)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         run(serve(cfg, host=host, port=port), service=True)

@@ -1,11 +1,14 @@
 """``warren endpoint list|show|pause|resume|disable|enable``: endpoint health, read from and written to RabbitMQ.
 
-The state (circuit, pause, disable, throttle) lives in RabbitMQ's state stream; a change is published on the
-control exchange, so it takes effect on every running worker at once (docs/health.md).
+With a store (``[store] url``) the endpoints created at runtime are listed and changed too, beside the file's
+(``create``, ``update``, ``delete``... live in ``endpoint_edit_cmd.py``). The state (circuit, pause, disable,
+throttle) lives in RabbitMQ's state stream; a change is published on the control exchange, so it takes effect
+on every running worker at once (docs/health.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Annotated, Any
@@ -14,18 +17,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.broker.admin.service import open_service
+from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, run
 from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
 from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
 from warren.topology.config import WarrenConfig
+from warren.topology.errors import WarrenError
 from warren.topology.redact import redact_url
 
 __all__ = ["register"]
 
 endpoint_app = typer.Typer(
     name="endpoint",
-    help="Endpoint health: state, reason and since when; pause, resume, disable, enable (fleet-wide).",
+    help="Endpoints: state, reason and since when; pause, resume, disable, enable (fleet-wide); "
+    "create, update, delete, rotate-secret, test (with a store).",
     no_args_is_help=True,
 )
 
@@ -70,6 +76,25 @@ def _row(name: str, view: EndpointView, now: float, parked: int | None) -> dict[
     return {"endpoint": name, "state": state, "reason": reason, "since": iso(since), "waiting": parked}
 
 
+def _load(config: ConfigOption) -> WarrenConfig:
+    """The configuration, with the store's endpoints beside the file's when a store is configured."""
+    settings = _load(config)
+    if settings.store.url is None:
+        return settings
+
+    async def stored() -> WarrenConfig:
+        async with open_service(settings) as service:
+            return await service.with_stored_endpoints()
+
+    try:
+        return asyncio.run(stored())
+    except WarrenError as exc:
+        err_console.print(
+            f"[yellow]warning:[/] the store's endpoints are left out: {escape(str(exc))}", highlight=False
+        )
+        return settings
+
+
 def _check_endpoint(config: WarrenConfig, name: str) -> None:
     known = [e.name for e in config.endpoints]
     if name not in known:
@@ -79,7 +104,7 @@ def _check_endpoint(config: WarrenConfig, name: str) -> None:
 @endpoint_app.command("list")
 def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Every configured endpoint: its state, why, since when, and how many messages wait for it."""
-    settings = load(config)
+    settings = _load(config)
 
     async def gather() -> list[tuple[str, EndpointView, int | None]]:
         async with open_connection(settings) as connection:
@@ -110,7 +135,7 @@ def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> 
 @endpoint_app.command("show")
 def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """One endpoint in detail: admin state, circuit (failed probes, next probe), throttle, limits, queue."""
-    settings = load(config)
+    settings = _load(config)
     _check_endpoint(settings, name)
 
     async def gather() -> tuple[EndpointView, int | None]:
@@ -164,7 +189,7 @@ def say(text: str) -> None:
 
 
 def _change(action: str, name: str, config: ConfigOption, reason: str | None) -> None:
-    settings = load(config)
+    settings = _load(config)
     _check_endpoint(settings, name)
 
     async def apply() -> bool:

@@ -12,9 +12,10 @@ from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
 from warren.broker.migration import PolicyCheck
 from warren.broker.prune import LeftoverOutcome
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.store.repository import EndpointStore, Reconciled
 from warren.topology.config import WarrenConfig
 
-__all__ = ["register", "render_report"]
+__all__ = ["register", "render_reconciled", "render_report"]
 
 _PLURAL = {"exchange": "exchanges", "queue": "queues", "binding": "bindings"}
 _ACTION_STYLE = {
@@ -121,6 +122,26 @@ async def _setup(settings: WarrenConfig, dry_run: bool, prune: bool, force: bool
         return exc
 
 
+async def _reconcile(settings: WarrenConfig) -> Reconciled:
+    """The store (migrated) made to hold the file's endpoints as file-managed: read-only to the admin API."""
+    store = await EndpointStore.open(settings.store)
+    try:
+        return await store.reconcile_file(settings.endpoints)
+    finally:
+        await store.close()
+
+
+def render_reconciled(outcome: Reconciled) -> None:
+    changes = [f"{len(names)} {what}" for names, what in ((outcome.added, "added"), (outcome.updated, "updated"),
+               (outcome.removed, "removed")) if names]  # fmt: skip
+    _say(f"[bold]store[/]: the file's endpoints {'; '.join(changes) if changes else 'already stored'} (file-managed)")
+    for name in outcome.taken:
+        _say(
+            f"[yellow]warning:[/] endpoint [bold]{escape(name)}[/] of the file has the name of an endpoint created "
+            "through the API: not stored as file-managed (rename one of them)"
+        )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("setup")
     def setup(
@@ -145,3 +166,5 @@ def register(app: typer.Typer) -> None:
             render_report(outcome.report)
             fail(str(outcome))
         render_report(outcome)
+        if settings.store.url is not None and not dry_run:
+            render_reconciled(run(_reconcile(settings)))
