@@ -18,6 +18,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from warren.broker.admin.applier import EndpointApplier
+from warren.broker.admin.paths import ADMIN_PREFIX, admin_enabled, is_admin_path
 from warren.broker.admin.schemas import (
     EndpointCreated,
     EndpointIn,
@@ -48,7 +49,6 @@ __all__ = ["ADMIN_PREFIX", "SERVICE", "add_admin_routes", "admin_enabled", "is_a
 
 log = logging.getLogger("warren.api.admin")
 
-ADMIN_PREFIX = "/v1/endpoints"
 INVALID_REQUEST = "invalid_request"
 SWEEP_INTERVAL = 30.0  # seconds between checks for rotated-out secrets whose grace period is over
 
@@ -86,14 +86,6 @@ class _Handle:
 SERVICE = web.AppKey("admin_service", _Handle)
 _ADMIN_TOKENS = web.AppKey("admin_tokens", tuple[bytes, ...])
 _MAX_BODY = web.AppKey("admin_max_body", int)
-
-
-def admin_enabled(config: WarrenConfig) -> bool:
-    return config.store.url is not None and bool(config.api.admin_tokens)
-
-
-def is_admin_path(path: str) -> bool:
-    return path == ADMIN_PREFIX or path.startswith(ADMIN_PREFIX + "/")
 
 
 def _iso(ts: float | None) -> str | None:

@@ -29,7 +29,15 @@ from warren.consumers.health.admin import AdminError, change_admin, open_connect
 from warren.consumers.health.records import EndpointView, summary
 from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.transport import Outcome, SendResult
-from warren.store.records import API, RevealedSecret, StoredEndpoint, new_signing_secret, to_endpoint
+from warren.store.records import (
+    API,
+    FILE,
+    RevealedSecret,
+    StoredEndpoint,
+    endpoint_options,
+    new_signing_secret,
+    to_endpoint,
+)
 from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
@@ -108,9 +116,15 @@ class EndpointService:
 
     async def get(self, name: str) -> StoredEndpoint:
         stored: StoredEndpoint | None = await self._guarded(self.store.get(name))
-        if stored is None:
-            raise _not_found(name)
-        return stored
+        if stored is not None:
+            return stored
+        for endpoint in self.config.endpoints:  # in the file, not reconciled yet (`warren setup` stores it)
+            if endpoint.name == name:
+                return StoredEndpoint(
+                    name, getattr(endpoint, "tenant", None), endpoint.url, endpoint.events,
+                    endpoint_options(endpoint), FILE, 0.0, 0.0, 0,
+                )  # fmt: skip
+        raise _not_found(name)
 
     async def states(self, names: Sequence[str]) -> dict[str, str]:
         """Each endpoint's state as the fleet knows it (RabbitMQ's state stream)."""

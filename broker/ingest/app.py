@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import orjson
 from aiohttp import web
 from aiohttp.web_urldispatcher import _default_expect_handler  # sends "100 Continue"; aiohttp has no public name
 
-from warren.broker.admin.app import add_admin_routes, admin_enabled, is_admin_path
-from warren.broker.admin.applier import EndpointApplier
-from warren.broker.admin.openapi import add_admin_paths
+from warren.broker.admin.paths import admin_enabled, is_admin_path
 from warren.broker.ingest.accept import (
     IDEMPOTENCY_HEADER,
     Limits,
@@ -39,6 +38,9 @@ from warren.broker.ingest.openapi import openapi_document
 from warren.broker.ingest.schemas import BatchIn, EventIn
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import BrokerUnavailable
+
+if TYPE_CHECKING:
+    from warren.broker.admin.applier import EndpointApplier
 
 __all__ = ["LINK", "create_app"]
 
@@ -221,7 +223,10 @@ def create_app(
         allowed_event_types=api.allowed_event_types,
         idempotency_store=api.idempotency_store is not None,
     )
-    if admin_enabled(config):
+    if admin_enabled(config):  # the store's libraries load only then
+        from warren.broker.admin.app import add_admin_routes
+        from warren.broker.admin.openapi import add_admin_paths
+
         add_admin_routes(app, config, applier)
         add_admin_paths(document)
     app[_OPENAPI] = orjson.dumps(document)

@@ -17,8 +17,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from warren.broker.admin.service import open_service
-from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, run
+from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
 from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
@@ -78,9 +77,11 @@ def _row(name: str, view: EndpointView, now: float, parked: int | None) -> dict[
 
 def _load(config: ConfigOption) -> WarrenConfig:
     """The configuration, with the store's endpoints beside the file's when a store is configured."""
-    settings = _load(config)
+    settings = load(config)
     if settings.store.url is None:
         return settings
+
+    from warren.broker.admin.service import open_service
 
     async def stored() -> WarrenConfig:
         async with open_service(settings) as service:

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.markup import escape
 
-from warren.broker.admin.service import EndpointService, delivered, open_service
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
-from warren.store.records import StoredEndpoint
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
+
+if TYPE_CHECKING:  # the store's libraries load when a command runs, not with the CLI
+    from warren.broker.admin.service import EndpointService
+    from warren.store.records import StoredEndpoint
 
 __all__ = ["register"]
 
@@ -42,6 +44,8 @@ def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Aw
     if settings.store.url is None:
         fail("no endpoint store configured: set [store] url (docs/endpoints.md)", EXIT_USAGE)
 
+    from warren.broker.admin.service import open_service
+
     async def go() -> T:
         async with open_service(settings) as service:
             return await action(service)
@@ -51,6 +55,12 @@ def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Aw
 
 def _options(**given: Any) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value is not None}
+
+
+def delivered(result: Any) -> bool:
+    from warren.broker.admin.service import delivered as was_delivered
+
+    return was_delivered(result)
 
 
 def _summary(stored: StoredEndpoint) -> dict[str, Any]:

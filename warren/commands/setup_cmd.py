@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -12,8 +12,10 @@ from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
 from warren.broker.migration import PolicyCheck
 from warren.broker.prune import LeftoverOutcome
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
-from warren.store.repository import EndpointStore, Reconciled
 from warren.topology.config import WarrenConfig
+
+if TYPE_CHECKING:
+    from warren.store.repository import Reconciled
 
 __all__ = ["register", "render_reconciled", "render_report"]
 
@@ -124,6 +126,8 @@ async def _setup(settings: WarrenConfig, dry_run: bool, prune: bool, force: bool
 
 async def _reconcile(settings: WarrenConfig) -> Reconciled:
     """The store (migrated) made to hold the file's endpoints as file-managed: read-only to the admin API."""
+    from warren.store.repository import EndpointStore
+
     store = await EndpointStore.open(settings.store)
     try:
         return await store.reconcile_file(settings.endpoints)

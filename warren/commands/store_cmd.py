@@ -5,9 +5,6 @@ from __future__ import annotations
 import typer
 
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
-from warren.store.engine import migrate, open_engine
-from warren.store.keys import generate_key
-from warren.store.repository import EndpointStore
 
 __all__ = ["register"]
 
@@ -23,6 +20,8 @@ def migrate_store(config: ConfigOption = None) -> None:
     url = settings.store.url
     if url is None:
         fail("no endpoint store configured: set [store] url (docs/endpoints.md)", EXIT_USAGE)
+
+    from warren.store.engine import migrate, open_engine
 
     async def go() -> tuple[str | None, str | None]:
         engine = open_engine(url)
@@ -41,6 +40,8 @@ def migrate_store(config: ConfigOption = None) -> None:
 @store_app.command("generate-key")
 def generate() -> None:
     """Print a new Fernet key for store.keys (e.g. export WARREN_STORE_KEY=...)."""
+    from warren.store.keys import generate_key
+
     typer.echo(generate_key())
 
 
@@ -50,6 +51,8 @@ def rekey(config: ConfigOption = None) -> None:
     settings = load(config)
     if settings.store.url is None:
         fail("no endpoint store configured: set [store] url (docs/endpoints.md)", EXIT_USAGE)
+
+    from warren.store.repository import EndpointStore
 
     async def go() -> int:
         store = await EndpointStore.open(settings.store)

@@ -14,6 +14,8 @@ from tests.broker.ingest.test_openapi import _schemathesis
 Start = Callable[..., Awaitable[AdminServer]]
 
 
+# One store is enough here: what differs between stores is tested in test_admin_api.py.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 @pytest.mark.timeout(120)
 async def test_schemathesis_finds_no_difference_between_admin_document_and_server(
     start_admin: Start, tmp_path: Path
