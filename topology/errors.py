@@ -29,6 +29,10 @@ WarrenError
 ├── NonRetryable             (consumers.receiving.errors) raised by a handler: dead-letter the event now
 ├── BodyTooLarge             (consumers.receiving.middleware) an inbound body over the limit (413)
 ├── BodyTimeout              (consumers.receiving.middleware) an inbound body slower than its read timeout (408)
+├── StoreKeyError            (store.keys) the endpoint store's keys are missing, malformed, or open no secret
+├── StoreUnavailable         (store.engine) the endpoint store cannot be reached or used
+├── NameTaken                (store.repository) an endpoint of that name is stored already
+├── LiveApplyMissing         (broker.admin.applier) this build cannot apply endpoints to RabbitMQ live
 └── _Duplicate               (broker.strict_json) control flow: a JSON object repeats a key
 """
 

@@ -7,12 +7,18 @@ from alembic import context
 
 from warren.store.tables import Base
 
-connection = context.config.attributes["connection"]
-context.configure(
-    connection=connection,
-    target_metadata=Base.metadata,
-    render_as_batch=True,  # SQLite alters a table by copying it
-    version_table="warren_store_version",  # not alembic_version: the database may hold the platform's own
-)
-with context.begin_transaction():
-    context.run_migrations()
+
+
+def run_migrations() -> None:
+    context.configure(
+        connection=context.config.attributes["connection"],
+        target_metadata=Base.metadata,
+        render_as_batch=True,  # SQLite alters a table by copying it
+        version_table="warren_store_version",  # not alembic_version: the database may hold the platform's own
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+if getattr(context, "config", None) is not None:  # run by Alembic (not merely imported by a package walk)
+    run_migrations()
