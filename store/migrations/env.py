@@ -8,7 +8,6 @@ from alembic import context
 from warren.store.tables import Base
 
 
-
 def run_migrations() -> None:
     context.configure(
         connection=context.config.attributes["connection"],
