@@ -121,3 +121,11 @@ async def test_without_a_store_the_new_commands_say_how_to_configure_one(
     for args in (("endpoint", "create", "x", "--url", "http://127.0.0.1:9/", "-e", "#"), ("store", "migrate")):
         result = await warren(*args, "--config", str(path))
         assert result.code == 2 and "set [store] url" in result.err, result.err
+
+
+async def test_api_refuses_admin_tokens_without_a_store(
+    make_config: Callable[..., WarrenConfig], tmp_path: Path
+) -> None:
+    path = write_config(tmp_path, make_config([], api={"tokens": ["t" * 20], "admin_tokens": ["a" * 20]}))
+    result = await cli("api", "--config", str(path))
+    assert result.exit_code == 2 and "api.admin_tokens needs an endpoint store" in result.output, result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -187,3 +188,23 @@ async def test_test_sends_a_signed_event_now_and_returns_the_outcome(start_admin
     assert bad.status == 200 and bad.body["delivered"] is False
     assert (bad.body["outcome"], bad.body["status"]) == ("retry", 503)
     assert len(failing.received) == 1
+
+
+async def test_a_rotated_out_secret_stops_signing_once_its_grace_period_is_over(start_admin: Start) -> None:
+    # Given an endpoint whose secret rotated with a 2 s grace period
+    admin = await start_admin()
+    await admin.call("POST", "/v1/endpoints", spec("acme"))
+    started = asyncio.get_running_loop().time()
+    rotated = await admin.call("POST", "/v1/endpoints/acme/rotate-secret", {"grace": 2})
+    assert len(admin.applier.applied[-1].secret) == 2
+    service = await admin.api.app[SERVICE].get()
+    assert await service.expire_secrets() == []  # not over yet
+    # When the sweep runs until the grace period is over
+    while not (expired := await service.expire_secrets()):
+        await asyncio.sleep(0.05)
+    # Then it ended after the grace period, not before (and not long after)
+    assert expired == ["acme"] and 1.95 <= asyncio.get_running_loop().time() - started < 6
+    # Then the workers are told to sign with the new secret only, and the store forgets the old one
+    assert [s.reveal() for s in admin.applier.applied[-1].secret] == [rotated.body["secret"]]
+    read = await admin.call("GET", "/v1/endpoints/acme")
+    assert [s["expires_at"] for s in read.body["secrets"]] == [None]
