@@ -197,6 +197,12 @@ ApiToken = Annotated[
 ]
 
 
+def _database_url(value: str | None, key: str) -> str | None:
+    if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(f"{key} is sqlite:///PATH or a postgresql:// DSN")
+    return value
+
+
 class _ServerLimits(_Frozen):
     """How slow a client of an HTTP server may be, and how many may be connected (slowloris)."""
 
@@ -225,9 +231,7 @@ class ApiSettings(_ServerLimits):
     @field_validator("idempotency_store")
     @classmethod
     def _idempotency_store_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
-            raise ValueError("idempotency_store is sqlite:///PATH or a postgresql:// DSN")
-        return value
+        return _database_url(value, "idempotency_store")
 
 
 class WorkerSettings(_Frozen):
@@ -287,6 +291,4 @@ class StoreSettings(_Frozen):
     @field_validator("url")
     @classmethod
     def _store_url(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("sqlite", "postgresql", "postgres"):
-            raise ValueError("store.url is sqlite:///PATH or a postgresql:// DSN")
-        return value
+        return _database_url(value, "store.url")

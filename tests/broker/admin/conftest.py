@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import pytest
-from aiohttp import web
 
-from tests.broker.ingest.conftest import TOKEN, ApiServer
+from tests.broker.ingest.conftest import TOKEN, ApiServer, start_api
 from tests.support.store import store_postgres, store_url
-from tests.support.topology import declare
-from warren.broker.ingest.app import LINK, create_app
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import WarrenError
 
-__all__ = ["store_postgres", "store_url"]
+__all__ = ["start_api", "store_postgres", "store_url"]
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 
@@ -53,35 +48,16 @@ class AdminServer:
 
 
 @pytest.fixture
-async def start_admin(
-    make_config: Callable[..., WarrenConfig], store_url: str
-) -> AsyncIterator[Callable[..., Awaitable[AdminServer]]]:
+def start_admin(
+    make_config: Callable[..., WarrenConfig], store_url: str, start_api: Callable[..., Awaitable[ApiServer]]
+) -> Callable[..., Awaitable[AdminServer]]:
     """``await start_admin(endpoints=[...], **sections)``: the API with the admin routes, on a free port."""
-    runners: list[web.AppRunner] = []
-    sessions: list[aiohttp.ClientSession] = []
 
     async def start(endpoints: list[dict[str, Any]] | None = None, **sections: Any) -> AdminServer:
         api = {"tokens": [TOKEN], "admin_tokens": [ADMIN_TOKEN], **sections.pop("api", {})}
         store = {"url": store_url, **sections.pop("store", {})}
         config = make_config(endpoints, api=api, store=store, **sections)
-        await declare(config)
         applier = StandInApplier()
-        app = create_app(config, applier=applier)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        port = server.sockets[0].getsockname()[1]
-        await asyncio.wait_for(app[LINK].connected.wait(), 10)
-        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
-        sessions.append(session)
-        return AdminServer(ApiServer(config, app, f"http://127.0.0.1:{port}", session), applier, config)
+        return AdminServer(await start_api(config, applier=applier), applier, config)
 
-    yield start
-    for session in sessions:
-        await session.close()
-    for runner in runners:
-        await runner.cleanup()
+    return start

@@ -86,14 +86,17 @@ def api_config(make_config: Callable[..., WarrenConfig]) -> Callable[..., Warren
 
 @pytest.fixture
 async def start_api() -> AsyncIterator[Callable[..., Awaitable[ApiServer]]]:
-    """``await start_api(config, declared=True, connected=True)``: the API on a free port of 127.0.0.1."""
+    """``await start_api(config, declared=True, connected=True)``: the API on a free port of 127.0.0.1 (with
+    the admin API when the config has a store and admin tokens, applying through ``applier``)."""
     runners: list[web.AppRunner] = []
     sessions: list[aiohttp.ClientSession] = []
 
-    async def start(config: WarrenConfig, *, declared: bool = True, connected: bool = True) -> ApiServer:
+    async def start(
+        config: WarrenConfig, *, declared: bool = True, connected: bool = True, applier: Any = None
+    ) -> ApiServer:
         if declared:
             await declare(config)
-        app = create_app(config)
+        app = create_app(config, applier=applier)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await runner.setup()
         runners.append(runner)
