@@ -75,6 +75,18 @@ class StoredEndpoint:
     def file_managed(self) -> bool:
         return self.managed_by == FILE
 
+    def fields(self) -> dict[str, Any]:
+        """What the API and the CLI show of it (never a secret)."""
+        return {
+            "name": self.name,
+            "tenant": self.tenant,
+            "url": self.url,
+            "events": list(self.events),
+            "options": self.options,
+            "managed_by": self.managed_by,
+            "version": self.version,
+        }
+
 
 def endpoint_options(endpoint: Endpoint) -> dict[str, Any]:
     """The fields of ``endpoint`` the store keeps in ``options``: those set explicitly, as JSON values."""

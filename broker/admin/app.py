@@ -100,16 +100,10 @@ def _json(model: BaseModel, status: int = 200) -> web.Response:
 
 def _out(stored: StoredEndpoint, state: str) -> dict[str, Any]:
     return {
-        "name": stored.name,
-        "tenant": stored.tenant,
-        "url": stored.url,
-        "events": list(stored.events),
-        "options": stored.options,
-        "managed_by": stored.managed_by,
+        **stored.fields(),
         "state": state,
         "created_at": _iso(stored.created_at),
         "updated_at": _iso(stored.updated_at),
-        "version": stored.version,
         "secrets": [
             SecretInfo(created_at=_iso(s.created_at) or "", expires_at=_iso(s.expires_at)) for s in stored.secrets
         ],

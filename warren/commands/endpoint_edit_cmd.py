@@ -19,7 +19,6 @@ from warren.topology.durations import parse_duration
 
 if TYPE_CHECKING:  # the store's libraries load when a command runs, not with the CLI
     from warren.broker.admin.service import EndpointService
-    from warren.store.records import StoredEndpoint
 
 __all__ = ["register"]
 
@@ -63,18 +62,6 @@ def delivered(result: Any) -> bool:
     return was_delivered(result)
 
 
-def _summary(stored: StoredEndpoint) -> dict[str, Any]:
-    return {
-        "name": stored.name,
-        "tenant": stored.tenant,
-        "url": stored.url,
-        "events": list(stored.events),
-        "options": stored.options,
-        "managed_by": stored.managed_by,
-        "version": stored.version,
-    }
-
-
 def _say(text: str) -> None:
     console.print(text, highlight=False, soft_wrap=True)
 
@@ -102,7 +89,7 @@ def create(
     )  # fmt: skip
     stored, text = _with_service(settings, lambda service: service.create(data, tenant=tenant))
     if as_json:
-        typer.echo(json.dumps({**_summary(stored), "secret": text}, indent=2))
+        typer.echo(json.dumps({**stored.fields(), "secret": text}, indent=2))
         return
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
     _say(f"{escape(stored.name)}: created{owner}, applied to RabbitMQ and the workers")
@@ -138,7 +125,7 @@ def update(
         fail("nothing to change: give at least one option (see --help)", EXIT_USAGE)
     stored = _with_service(settings, lambda service: service.update(name, changes, tenant=new_tenant))
     if as_json:
-        typer.echo(json.dumps(_summary(stored), indent=2))
+        typer.echo(json.dumps(stored.fields(), indent=2))
         return
     _say(f"{escape(stored.name)}: updated (version {stored.version}), applied to RabbitMQ and the workers")
 
