@@ -171,10 +171,7 @@ async def _read(request: web.Request) -> web.Response:
 async def _update(request: web.Request) -> web.Response:
     service = await _service(request)
     body = await _body(request, EndpointPatch)
-    changes = body.model_dump(exclude_unset=True, exclude={"tenant"})
-    if any(value is None for value in changes.values()):
-        # null resets a field to its default: leave it out of the stored fields
-        changes = {k: v for k, v in changes.items() if v is not None}
+    changes = body.model_dump(exclude_unset=True, exclude={"tenant"})  # null: back to the default
     tenant: str | bool | None = body.tenant if "tenant" in body.model_fields_set else False
     stored = await service.update(_name(request), changes, tenant=tenant)
     state = (await service.states([stored.name]))[stored.name]

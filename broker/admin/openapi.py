@@ -55,7 +55,8 @@ _ERRORS: dict[str, dict[str, Any]] = {
         "ErrorBody",
         "The name is taken (`endpoint_exists`); the endpoint comes from the configuration file and only "
         "`warren setup` changes it (`file_managed`); or RabbitMQ refused the change (`refused`: it holds "
-        "messages, or its ordering would change, or the state change does not apply).",
+        "messages, or its ordering would change, or the state change does not apply); for a test send, "
+        "the endpoint cannot sign (`cannot_send`: its secret's variable is not set here).",
     ),
     "413": _json("ErrorBody", "The body is over `api.max_body` (`payload_too_large`)."),
     "415": _json("ErrorBody", "Content-Type is not `application/json` (`unsupported_media_type`)."),

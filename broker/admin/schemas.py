@@ -77,7 +77,8 @@ class EndpointIn(_Options):
 
 
 class EndpointPatch(_Options):
-    """Fields to change; fields left out keep their value (``tenant: null`` makes it a platform endpoint)."""
+    """Fields to change; fields left out keep their value, ``null`` puts one back to its default
+    (``tenant: null`` makes it a platform endpoint)."""
 
     url: str | None = Field(default=None, max_length=2000)
     events: list[EventPattern] | None = Field(default=None, min_length=1, max_length=100)

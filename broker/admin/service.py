@@ -29,6 +29,7 @@ from warren.consumers.health.admin import AdminError, change_admin, open_connect
 from warren.consumers.health.records import EndpointView, summary
 from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.transport import Outcome, SendResult
+from warren.store.keys import StoreKeyError
 from warren.store.records import (
     API,
     FILE,
@@ -111,6 +112,8 @@ class EndpointService:
             return await coroutine
         except ApiError:
             raise
+        except StoreKeyError as exc:
+            raise ApiError(503, STORE_UNAVAILABLE, f"the endpoint store's keys: {exc}") from exc
         except UNREACHABLE as exc:
             raise ApiError(503, STORE_UNAVAILABLE, f"the endpoint store is unavailable: {exc}") from exc
 
@@ -234,11 +237,13 @@ class EndpointService:
         if stored.file_managed:
             raise _file_managed(name)
         current = await self.served(stored)
-        data = {
-            **current.model_dump(exclude_unset=True, exclude={"secret", "tenant"}),
-            **changes,
-            "secret": current.secret,
-        }
+        data = current.model_dump(exclude_unset=True, exclude={"secret", "tenant"})
+        for key, value in changes.items():  # None: back to the default (a required field is then a 422)
+            if value is None:
+                data.pop(key, None)
+            else:
+                data[key] = value
+        data["secret"] = current.secret
         endpoint = self._endpoint(data)
         new_tenant = stored.tenant if tenant is False else tenant
         await self._apply(endpoint)

@@ -109,8 +109,11 @@ async def test_update_reapplies_and_keeps_the_secret(start_admin: Start) -> None
     assert updated.body["url"].endswith("/v2") and updated.body["version"] == 2 and updated.body["tenant"] == "acme"
     latest = admin.applier.applied[-1]
     assert latest.concurrency == 4 and [s.reveal() for s in latest.secret] == [created.body["secret"]]
-    platform = await admin.call("PATCH", "/v1/endpoints/acme", {"tenant": None})
-    assert platform.body["tenant"] is None
+    platform = await admin.call("PATCH", "/v1/endpoints/acme", {"tenant": None, "concurrency": None})
+    assert platform.body["tenant"] is None and "concurrency" not in platform.body["options"]
+    assert admin.applier.applied[-1].concurrency == 16  # back to the default
+    no_url = await admin.call("PATCH", "/v1/endpoints/acme", {"url": None})
+    assert (no_url.status, no_url.body["error"]) == (422, "invalid_endpoint")
     missing = await admin.call("PATCH", "/v1/endpoints/nope", {"concurrency": 2})
     assert (missing.status, missing.body["error"]) == (404, "not_found")
 
