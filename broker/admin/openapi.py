@@ -116,7 +116,7 @@ def add_admin_paths(document: dict[str, Any]) -> None:
         " The admin API (`/v1/endpoints`, admin tokens) creates, changes and removes endpoints at runtime."
     )
     list_params = [
-        _query("tenant", {"type": "string", "pattern": s.NAME_PATTERN}, "Only this tenant's endpoints."),
+        _query("tenant", {"type": "string", "pattern": s.TENANT_PATTERN}, "Only this tenant's endpoints."),
         _query("state", {"type": "string", "enum": list(s.STATES)}, "Only endpoints in this state."),
         _query(
             "event_type",

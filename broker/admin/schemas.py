@@ -12,11 +12,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from warren.broker.events import EVENT_TYPE_PATTERN
+from warren.topology.config_fields import TENANT_PATTERN
 
 __all__ = [
     "EVENT_TYPE_PATTERN",
     "NAME_PATTERN",
     "STATES",
+    "TENANT_PATTERN",
     "EndpointCreated",
     "EndpointIn",
     "EndpointOut",
@@ -41,6 +43,7 @@ SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]+={0,2}$"
 STATES = ("active", "paused", "disabled", "open", "half-open", "throttled")
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '-' and '_' (at most 63).")]
+TenantName = Annotated[str, Field(pattern=TENANT_PATTERN, description="Like a name, at most 54 characters.")]
 EventPattern = Annotated[
     str, Field(pattern=PATTERN_PATTERN, max_length=200, description="'*' matches one word, '#' any number.")
 ]
@@ -64,6 +67,9 @@ class _Options(_In):
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="Concurrent requests, fleet-wide.")
     rate_limit: float | None = Field(default=None, gt=0, le=1e6, description="Requests per second, fleet-wide.")
     burst: int | None = Field(default=None, ge=1, le=1_000_000, description="With rate_limit.")
+    all_tenants: bool | None = Field(
+        default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
+    )
 
 
 class EndpointIn(_Options):
@@ -72,7 +78,9 @@ class EndpointIn(_Options):
     name: Name
     url: str = Field(max_length=2000, description="Absolute http:// or https:// URL.")
     events: list[EventPattern] = Field(min_length=1, max_length=100)
-    tenant: Name | None = Field(default=None, description="The customer it belongs to; none: a platform endpoint.")
+    tenant: TenantName | None = Field(
+        default=None, description="The customer it belongs to: it receives only that tenant's events."
+    )
     secret: str | None = Field(default=None, pattern=SECRET_PATTERN, max_length=200)
 
 
@@ -82,7 +90,7 @@ class EndpointPatch(_Options):
 
     url: str | None = Field(default=None, max_length=2000)
     events: list[EventPattern] | None = Field(default=None, min_length=1, max_length=100)
-    tenant: Name | None = None
+    tenant: TenantName | None = None
 
 
 class SecretInfo(BaseModel):
@@ -118,7 +126,7 @@ class ListQuery(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    tenant: Name | None = None
+    tenant: TenantName | None = None
     state: Literal["active", "paused", "disabled", "open", "half-open", "throttled"] | None = None
     event_type: str | None = Field(default=None, pattern=EVENT_TYPE_PATTERN, max_length=200)
     managed_by: Literal["api", "file"] | None = None

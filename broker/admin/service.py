@@ -216,7 +216,7 @@ class EndpointService:
     async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
-        endpoint = self._endpoint({**data, "secret": secret})
+        endpoint = self._endpoint({**data, "secret": secret, "tenant": tenant})
         existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
         if (existing is not None and existing.file_managed) or any(
             e.name == endpoint.name for e in self.config.endpoints
@@ -244,8 +244,9 @@ class EndpointService:
             else:
                 data[key] = value
         data["secret"] = current.secret
-        endpoint = self._endpoint(data)
         new_tenant = stored.tenant if tenant is False else tenant
+        data["tenant"] = new_tenant
+        endpoint = self._endpoint(data)
         await self._apply(endpoint)
         updated: StoredEndpoint | None = await self._guarded(
             self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
@@ -280,7 +281,7 @@ class EndpointService:
         # Workers sign with the new secret and every current one from the apply on; the store follows.
         endpoint = self._endpoint(
             {
-                **current.model_dump(exclude_unset=True, exclude={"secret", "tenant"}),
+                **current.model_dump(exclude_unset=True, exclude={"secret"}),
                 "secret": [text, *(s.reveal() for s in current.secret)] if keep > 0 else [text],
             }
         )

@@ -34,7 +34,7 @@ async def test_create_read_and_reveal_keep_the_secret_out_of_every_other_answer(
     secret = created.body["secret"]
     assert secret.startswith("whsec_") and created.body["tenant"] == "acme" and created.body["managed_by"] == "api"
     [applied] = admin.applier.applied
-    assert applied.name == "acme-orders" and applied.partition_count == 2
+    assert applied.name == "acme-orders" and applied.partition_count == 2 and applied.tenant == "acme"
     assert [s.reveal() for s in applied.secret] == [secret]
     # And reading it shows its state and options but never the secret
     read = await admin.call("GET", "/v1/endpoints/acme-orders")
@@ -108,7 +108,7 @@ async def test_update_reapplies_and_keeps_the_secret(start_admin: Start) -> None
     assert updated.status == 200, updated.body
     assert updated.body["url"].endswith("/v2") and updated.body["version"] == 2 and updated.body["tenant"] == "acme"
     latest = admin.applier.applied[-1]
-    assert latest.concurrency == 4 and [s.reveal() for s in latest.secret] == [created.body["secret"]]
+    assert latest.concurrency == 4 and latest.tenant == "acme" and [s.reveal() for s in latest.secret] == [created.body["secret"]]
     platform = await admin.call("PATCH", "/v1/endpoints/acme", {"tenant": None, "concurrency": None})
     assert platform.body["tenant"] is None and "concurrency" not in platform.body["options"]
     assert admin.applier.applied[-1].concurrency == 16  # back to the default
