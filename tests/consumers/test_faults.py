@@ -80,6 +80,7 @@ async def test_sigterm_finishes_in_flight_and_exits_0(
     assert len(receiver.received) == 20
 
 
+@pytest.mark.restarts_broker
 @pytest.mark.skipif(rabbitmqctl_command() is None, reason="needs rabbitmqctl for the broker under test")
 async def test_rabbitmq_app_restart_mid_run_loses_nothing(endpoint_config, receiver: Receiver, publish) -> None:
     # Given a worker delivering 300 events (unordered and ordered endpoints) at a steady pace

@@ -10,9 +10,12 @@ import subprocess
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from tests.support import exclusive
+
 AMQP_ENV = "WARREN_TEST_AMQP_URL"
 MANAGEMENT_ENV = "WARREN_TEST_MANAGEMENT_URL"
 RABBITMQCTL_ENV = "WARREN_TEST_RABBITMQCTL"  # the rabbitmqctl command of the broker under test
+STOPPING = frozenset({"stop_app", "stop", "shutdown", "reset", "force_reset", "close_all_connections"})
 PLUGINS = (
     "rabbitmq_management",
     "rabbitmq_consistent_hash_exchange",
@@ -82,4 +85,9 @@ async def rabbitmqctl(*args: str, timeout: float = 120) -> None:
     """Run ``rabbitmqctl ARGS`` against the broker under test (the caller skips when there is none)."""
     command = rabbitmqctl_command()
     assert command is not None, f"no rabbitmqctl for the broker under test: set {RABBITMQCTL_ENV}"
+    if args and args[0] in STOPPING and not exclusive.restarts_allowed():
+        raise AssertionError(
+            f"rabbitmqctl {args[0]} in a test not marked @pytest.mark.{exclusive.MARK}: the tests running beside "
+            "it (pytest-xdist) would lose their broker; mark it so that it runs alone"
+        )
     await asyncio.to_thread(subprocess.run, [*command, *args], check=True, capture_output=True, timeout=timeout)

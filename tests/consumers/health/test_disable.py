@@ -33,6 +33,7 @@ async def warren(*args: str) -> tuple[int, str]:
     return process.returncode or 0, out.decode()
 
 
+@pytest.mark.restarts_broker
 @pytest.mark.skipif(rabbitmqctl_command() is None, reason="needs rabbitmqctl for the broker under test")
 async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
     endpoint_config, receiver: Receiver, publish, tmp_path: Path
