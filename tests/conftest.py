@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
+import functools
+import gc
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -16,6 +20,26 @@ from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_availab
 from warren.broker.management import ManagementClient
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import ManagementError
+
+if sys.version_info < (3, 12):
+    # CPython 3.11 keeps one AST recursion counter per interpreter and resets it at each ast.parse: a parse that
+    # starts inside another (a garbage collection during pytest's parse runs a __del__ that logs a traceback,
+    # which 3.11 formats with ast.parse) makes the outer one fail with "SystemError: AST constructor recursion
+    # depth mismatch", and pytest turns that into an INTERNALERROR that ends the run. No collection during a
+    # parse, no nested parse.
+    _parse = ast.parse
+
+    @functools.wraps(_parse)
+    def _parse_without_collection(*args: Any, **kwargs: Any) -> Any:
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return _parse(*args, **kwargs)
+        finally:
+            if collecting:
+                gc.enable()
+
+    ast.parse = _parse_without_collection
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
