@@ -52,15 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", exclusive.MARKER_HELP)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``broker`` exactly the tests that use the broker, so that ``-m broker`` (and ``-m 'not broker'``)
     select by what a test does, not by what someone remembered to write. A hand-written ``broker`` mark on a
-    test that uses no broker is an error.
-
-    Under pytest-xdist, the tests of a module that share a module-scoped fixture (the install test's wheel) go
-    to one worker, so that the fixture is made once."""
-    grouping = config.pluginmanager.hasplugin("xdist")
+    test that uses no broker is an error."""
     for item in items:
         uses_broker = BROKER_FIXTURE in getattr(item, "fixturenames", ())
         if uses_broker:
@@ -70,19 +65,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} is marked broker but uses no broker fixture: the mark is applied by "
                 "tests/conftest.py from the fixtures a test uses; remove it"
             )
-        if grouping and _shares_a_wide_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
-def _shares_a_wide_fixture(item: pytest.Item) -> bool:
-    """Whether the test uses a fixture made once per module (or class, or package) rather than per test."""
-    info = getattr(item, "_fixtureinfo", None)
-    definitions = getattr(info, "name2fixturedefs", {}) or {}
-    return any(
-        getattr(fixture, "scope", "function") in ("module", "class", "package")
-        for chain in definitions.values()
-        for fixture in chain
-    )
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout: waiting for the lock is not the test's time
