@@ -8,13 +8,16 @@ are already there as planned. Last, report (or with ``prune``, delete) the lefto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiormq.abc
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.capacity import capacity_problems, read_nodes
 from warren.broker.connection import CONNECTION_EXCEPTIONS, Nodes, connect, connect_once, nodes_text
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.live_set import announced_endpoints, with_live_endpoints
@@ -24,7 +27,7 @@ from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import BrokerUnavailable, TopologyError
-from warren.topology.plan import Plan
+from warren.topology.plan import Binding, Exchange, Plan, Queue
 from warren.topology.planner import plan_topology
 
 __all__ = [
@@ -78,6 +81,7 @@ class SetupReport:
     dry_run: bool = False
     prune: bool = False
     plugin_problems: list[str] = field(default_factory=list)
+    capacity_problems: list[str] = field(default_factory=list)  # nodes that could not hold the new queues
     objects: list[ObjectCheck] = field(default_factory=list)
     leftovers: list[LeftoverOutcome] = field(default_factory=list)
     policies: list[PolicyCheck] = field(default_factory=list)  # Warren's migration policies
@@ -110,7 +114,7 @@ class SetupReport:
 
     @property
     def ok(self) -> bool:
-        return not self.drift and not self.plugin_problems
+        return not self.drift and not self.plugin_problems and not self.capacity_problems
 
     @property
     def no_change(self) -> bool:
@@ -126,12 +130,12 @@ class SetupReport:
 
     def failure_message(self) -> str:
         """Every problem, one per line, with how to fix each: the message of SetupFailed."""
-        problems = len(self.plugin_problems) + len(self.drift)
+        problems = len(self.plugin_problems) + len(self.capacity_problems) + len(self.drift)
         lines = [
             f"setup stopped before declaring anything (vhost '{self.vhost}', prefix '{self.prefix}'): "
             f"{problems} problem{'s' if problems != 1 else ''}"
         ]
-        lines += [f"  {problem}" for problem in self.plugin_problems]
+        lines += [f"  {problem}" for problem in self.plugin_problems + self.capacity_problems]
         for check in self.drift:
             lines.append(f"  {check.kind} '{check.name}' differs from the plan:")
             lines += [f"    - {difference.describe()}" for difference in check.differences]
@@ -140,11 +144,18 @@ class SetupReport:
 
 
 class SetupFailed(TopologyError):
-    """The broker cannot take the plan as it is (drift or a missing plugin); nothing was declared."""
+    """The broker cannot take the plan as it is (drift, a missing plugin, no room); nothing was declared."""
 
     def __init__(self, report: SetupReport) -> None:
         super().__init__(report.failure_message())
         self.report = report
+
+
+# At most this many exchanges missing from the list are looked up one by one (see _read_state).
+_LOOKUPS_BY_NAME = 20
+# Declares run on this many channels at once: a channel has one synchronous method in flight at a time, and a
+# quorum queue's declare waits for its Raft cluster to start (docs/deployment.md has the setup times).
+DECLARE_CHANNELS = 8
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,7 @@ class _BrokerState:
 
 
 async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
+    """What the vhost holds, in a fixed number of API calls however large the plan."""
     if not await api.vhost_exists():
         raise TopologyError(
             f"vhost '{api.vhost}' does not exist on the broker: create it (`rabbitmqctl add_vhost {api.vhost}` "
@@ -163,13 +175,16 @@ async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
         )
     exchanges = {record["name"]: record for record in await api.exchanges()}
     queues = {record["name"]: record for record in await api.queues()}
-    # The list endpoints can lag just-declared objects; ask for each planned one it misses by name.
-    for planned_exchange in plan.exchanges:
-        if planned_exchange.name not in exchanges and (found := await api.exchange(planned_exchange.name)):
-            exchanges[planned_exchange.name] = found
-    for planned_queue in plan.queues:
-        if planned_queue.name not in queues and (found := await api.queue(planned_queue.name)):
-            queues[planned_queue.name] = found
+    # The list with statistics (message counts, for leftovers) can lag just-declared queues; the list without
+    # them reads the queue table itself. One more call, instead of one call per planned queue it misses.
+    if any(planned.name not in queues for planned in plan.queues):
+        for record in await api.queues(stats=False):
+            queues.setdefault(record["name"], record)
+    missing = [e.name for e in plan.exchanges if e.name not in exchanges]
+    if len(missing) <= _LOOKUPS_BY_NAME:  # a few just-declared ones; a fresh vhost misses them all, and has none
+        for name in missing:
+            if found := await api.exchange(name):
+                exchanges[name] = found
     bindings = [b for b in await api.bindings() if b.get("source")]  # "" is the default exchange's
     return _BrokerState(exchanges, queues, bindings, await api.policies())
 
@@ -230,52 +245,92 @@ def _still_fed_warnings(
     ]
 
 
-async def declare_plan(connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset()) -> None:
+def _refused(what: str, exc: aiormq.exceptions.AMQPChannelError) -> TopologyError:
+    if isinstance(exc, aiormq.exceptions.ChannelPreconditionFailed):
+        return TopologyError(
+            f"RabbitMQ refused {what} ({exc}); it changed on the broker while setup ran: run `warren setup` again"
+        )
+    if isinstance(exc, aiormq.exceptions.ChannelAccessRefused):
+        return TopologyError(f"RabbitMQ refused {what}: the user may not configure it ({exc})")
+    return TopologyError(f"RabbitMQ refused {what}: {exc}")
+
+
+async def _declare_exchange(raw: aiormq.abc.AbstractChannel, exchange: Exchange, _: Set[str]) -> None:
+    await raw.exchange_declare(
+        exchange.name, exchange_type=exchange.type, durable=exchange.durable, arguments=dict(exchange.arguments)
+    )
+
+
+async def _declare_queue(raw: aiormq.abc.AbstractChannel, queue: Queue, passive: Set[str]) -> None:
+    if queue.name in passive:
+        await raw.queue_declare(queue.name, passive=True)
+    else:
+        await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
+
+
+async def _declare_binding(raw: aiormq.abc.AbstractChannel, binding: Binding, _: Set[str]) -> None:
+    if binding.destination_type == "queue":
+        await raw.queue_bind(
+            binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
+        )
+    else:
+        await raw.exchange_bind(
+            destination=binding.destination,
+            source=binding.source,
+            routing_key=binding.routing_key,
+            arguments=dict(binding.arguments),
+        )
+
+
+def _label(item: Exchange | Queue | Binding) -> str:
+    if isinstance(item, Binding):
+        return f"binding {item.source} → {item.destination} [{item.routing_key}]"
+    return f"{'exchange' if isinstance(item, Exchange) else 'queue'} '{item.name}'"
+
+
+async def _declare_share(
+    raw: aiormq.abc.AbstractChannel,
+    items: Sequence[Any],
+    declare: Callable[[aiormq.abc.AbstractChannel, Any, Set[str]], Awaitable[None]],
+    passive: Set[str],
+) -> None:
+    for item in items:
+        try:
+            await declare(raw, item, passive)
+        except aiormq.exceptions.AMQPChannelError as exc:
+            raise _refused(_label(item), exc) from exc
+
+
+async def declare_plan(
+    connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset(), channels: int = DECLARE_CHANNELS
+) -> None:
     """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
 
-    No drift check: ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone.
-    The ``passive`` queues exist with fewer arguments than planned (a policy gives them the rest): declaring
-    them with the plan's arguments would be refused, so they are only checked to be there.
+    Each kind is spread over ``channels`` channels declaring at once: the round trips of one channel overlap
+    those of the others (a channel has one synchronous method in flight at a time). No drift check:
+    ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone. The ``passive``
+    queues exist with fewer arguments than planned (a policy gives them the rest): declaring them with the
+    plan's arguments would be refused, so they are only checked to be there.
     """
-    channel = await connection.channel()
-    raw = await channel.get_underlay_channel()
-    what = ""
+    opened = [await connection.channel() for _ in range(max(1, channels))]
     try:
-        for exchange in plan.exchanges:
-            what = f"exchange '{exchange.name}'"
-            await raw.exchange_declare(
-                exchange.name, exchange_type=exchange.type, durable=exchange.durable, arguments=dict(exchange.arguments)
-            )
-        for queue in plan.queues:
-            what = f"queue '{queue.name}'"
-            if queue.name in passive:
-                await raw.queue_declare(queue.name, passive=True)
-            else:
-                await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
-        for binding in plan.bindings:
-            what = f"binding {binding.source} → {binding.destination} [{binding.routing_key}]"
-            if binding.destination_type == "queue":
-                await raw.queue_bind(
-                    binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
-                )
-            else:
-                await raw.exchange_bind(
-                    destination=binding.destination,
-                    source=binding.source,
-                    routing_key=binding.routing_key,
-                    arguments=dict(binding.arguments),
-                )
-    except aiormq.exceptions.ChannelPreconditionFailed as exc:
-        raise TopologyError(
-            f"RabbitMQ refused {what} ({exc}); it changed on the broker while setup ran: run `warren setup` again"
-        ) from exc
-    except aiormq.exceptions.ChannelAccessRefused as exc:
-        raise TopologyError(f"RabbitMQ refused {what}: the user may not configure it ({exc})") from exc
-    except aiormq.exceptions.AMQPChannelError as exc:
-        raise TopologyError(f"RabbitMQ refused {what}: {exc}") from exc
+        raws = [await channel.get_underlay_channel() for channel in opened]
+        phases: tuple[tuple[Sequence[Any], Callable[..., Awaitable[None]]], ...] = (
+            (plan.exchanges, _declare_exchange),
+            (plan.queues, _declare_queue),
+            (plan.bindings, _declare_binding),
+        )
+        for items, declare in phases:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for index, raw in enumerate(raws):
+                        group.create_task(_declare_share(raw, items[index :: len(raws)], declare, passive))
+            except BaseExceptionGroup as failed:  # the first failure cancelled the other channels' shares
+                raise failed.exceptions[0]  # noqa: B904 - its own cause is the broker's refusal
     finally:
-        if not channel.is_closed:
-            await channel.close()
+        for channel in opened:
+            if not channel.is_closed:
+                await channel.close()
 
 
 async def _check_amqp(nodes: Nodes) -> None:
@@ -306,11 +361,13 @@ async def apply_setup(
     prune_leftovers: bool = False,
     force: bool = False,
     plan: Plan | None = None,
+    check_capacity: bool = True,
 ) -> SetupReport:
     """Check, then declare the plan of ``config``; report leftovers and, with ``prune_leftovers``, delete them.
 
-    Raises SetupFailed (with the report) when a plugin is missing or an object differs from the plan, before
-    declaring anything; BrokerUnavailable or ManagementError when the broker cannot be reached.
+    Raises SetupFailed (with the report) when a plugin is missing, an object differs from the plan, or (unless
+    ``check_capacity`` is False) a node could not hold the new quorum queues, before declaring anything;
+    BrokerUnavailable or ManagementError when the broker cannot be reached.
 
     Without an explicit ``plan``, the live endpoints the broker remembers (broker/live_set.py) are planned beside
     the file's, so that they are never reported or pruned as leftovers.
@@ -323,6 +380,9 @@ async def apply_setup(
     async with ManagementClient.from_settings(broker) as api:
         report.plugin_problems = await check_plugins(api, plan)
         state = await _read_state(api, plan)
+        if check_capacity:
+            new = sum(1 for q in plan.queues if q.name not in state.queues and q.arguments["x-queue-type"] == "quorum")
+            report.capacity_problems = capacity_problems(await read_nodes(api), new)
     wanted = migration_policies(plan, broker.prefix, state.queues)
     report.policies = compare_policies(wanted, state.policies, broker.prefix)
     report.objects = _settle(
