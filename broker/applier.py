@@ -333,6 +333,22 @@ async def declare_plan(
                 await channel.close()
 
 
+def _to_create(plan: Plan, checks: Sequence[ObjectCheck]) -> Plan:
+    """The part of ``plan`` that is not on the broker yet: a second setup of thousands of endpoints declares nothing.
+
+    ``checks`` are ``compare``'s, one per planned object in plan order (exchanges, queues, bindings).
+    """
+    objects = (*plan.exchanges, *plan.queues, *plan.bindings)
+    assert len(objects) == len(checks), "one check per planned object"
+    wanted = {id(o) for o, check in zip(objects, checks, strict=True) if check.status == "create"}
+    return Plan(
+        tuple(e for e in plan.exchanges if id(e) in wanted),
+        tuple(q for q in plan.queues if id(q) in wanted),
+        tuple(b for b in plan.bindings if id(b) in wanted),
+        plan.delay_levels,
+    )
+
+
 async def _check_amqp(nodes: Nodes) -> None:
     """A dry run compares through the management API; it gates a deploy only if AMQP, which declares, works too."""
     try:
@@ -405,7 +421,7 @@ async def apply_setup(
             await _apply_policies(api, report.policy_changes)
     connection = await connect(broker.urls, name="warren-setup")
     try:
-        await declare_plan(connection, plan, {queue for policy in wanted for queue in policy.queues})
+        await declare_plan(connection, _to_create(plan, report.objects))
         report.applied = True
         if prune_leftovers and leftovers:
             report.leftovers = await prune(connection, leftovers, state.bindings, force)

@@ -98,7 +98,7 @@ def _nodes(nodes: Iterable[Mapping[str, Any]], queues: Iterable[Mapping[str, Any
 async def read_nodes(api: ManagementClient) -> list[NodeHandles]:
     """Every running node's figures: two management API calls, whatever the number of queues."""
     nodes = await api.request("GET", "nodes?columns=name,running,fd_total,sockets_total,sockets_used")
-    queues = await api.request("GET", "queues?disable_stats=true&columns=name,type,node,members")
+    queues = await api.queue_table("queues", "name,type,node,members")
     return _nodes(nodes or [], queues or [])
 
 

@@ -7,6 +7,7 @@ connection is skipped for the next one, and the one that answered is asked first
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Sequence
 from typing import Any
@@ -105,8 +106,27 @@ class ManagementClient:
     async def queues(self, stats: bool = True) -> list[dict[str, Any]]:
         """Every queue of the vhost. With ``stats``, with message counts (exact ones come from ``queue()``), and
         the list may lag a few seconds; without, no counts, read from the queue table itself, and much lighter."""
-        flag = "false" if stats else "true"
-        result: list[dict[str, Any]] = await self.request("GET", f"queues/{_q(self.vhost)}?disable_stats={flag}")
+        if not stats:
+            return await self.queue_table(f"queues/{_q(self.vhost)}")
+        result: list[dict[str, Any]] = await self.request("GET", f"queues/{_q(self.vhost)}?disable_stats=false")
+        return result
+
+    async def queue_table(self, path: str = "queues", columns: str = "") -> list[dict[str, Any]]:
+        """Queues without statistics (``path`` "queues" for every vhost), ``columns`` "a,b" to keep only those.
+
+        RabbitMQ 3.10 answers 500 to this while a classic queue is being declared or deleted anywhere on the
+        node (its record has no process yet); a few retries, then the list with statistics, which skips it.
+        """
+        keep = f"&columns={columns}" if columns else ""
+        for attempt in range(3):
+            try:
+                result: list[dict[str, Any]] = await self.request("GET", f"{path}?disable_stats=true{keep}")
+                return result
+            except ManagementError as exc:
+                if exc.status != 500:
+                    raise
+                await asyncio.sleep(0.2 * (attempt + 1))
+        result = await self.request("GET", f"{path}?disable_stats=false{keep}")
         return result
 
     async def queue(self, name: str) -> dict[str, Any] | None:
