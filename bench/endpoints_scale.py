@@ -54,6 +54,7 @@ from warren.topology.planner import plan_topology
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
 PORT = 18093
+DECLARE_CHANNELS = applier.DECLARE_CHANNELS
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 STATS_INTERVAL = 5.5  # the management API refreshes node figures every 5 s
 
@@ -156,7 +157,7 @@ async def one_row(
     queue_type: str, count: int, events: int, one_channel: bool, workdir: Path, receiver: Receiver
 ) -> dict[str, Any]:
     vhost = f"warren-scale-{uuid.uuid4().hex[:8]}"
-    row: dict[str, Any] = {"type": queue_type, "endpoints": count, "channels": 1 if one_channel else 8}
+    row: dict[str, Any] = {"type": queue_type, "endpoints": count, "channels": 1 if one_channel else DECLARE_CHANNELS}
     api = node_api(vhost)
     worker: asyncio.subprocess.Process | None = None
     async with api:
@@ -167,7 +168,7 @@ async def one_row(
             row["objects"] = len(plan.exchanges) + len(plan.queues) + len(plan.bindings)
             row["queues"] = len(plan.queues)
             before = await node_memory(api)
-            applier.DECLARE_CHANNELS = 1 if one_channel else 8
+            applier.DECLARE_CHANNELS = 1 if one_channel else DECLARE_CHANNELS
             started = time.monotonic()
             await asyncio.wait_for(applier.apply_setup(config), 900)
             row["setup_s"] = time.monotonic() - started
@@ -211,8 +212,11 @@ async def one_row(
                 except TimeoutError:
                     worker.kill()
             started = time.monotonic()
-            await api.delete_vhost(vhost)
-            row["delete_vhost_s"] = time.monotonic() - started
+            try:
+                await api.delete_vhost(vhost)
+                row["delete_vhost_s"] = time.monotonic() - started
+            except Exception as exc:
+                row["failed"] = f"{row.get('failed', '')}; vhost {vhost} NOT deleted: {exc}"[:400]
     return row
 
 

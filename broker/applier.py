@@ -154,8 +154,9 @@ class SetupFailed(TopologyError):
 # Listing a vhost of thousands of objects takes seconds on a busy node: setup waits longer than other commands.
 MANAGEMENT_TIMEOUT = 60.0
 # Declares run on this many channels at once: a channel has one synchronous method in flight at a time, and a
-# quorum queue's declare waits for its Raft cluster to start (docs/deployment.md has the setup times).
-DECLARE_CHANNELS = 8
+# quorum queue's declare waits for its Raft cluster to start. On 2 busy cores RabbitMQ itself is the limit
+# (one channel took as long); more would only crowd a loaded node (docs/deployment.md has the setup times).
+DECLARE_CHANNELS = 4
 
 
 @dataclass(frozen=True)
@@ -305,17 +306,17 @@ async def _declare_share(
 
 
 async def declare_plan(
-    connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset(), channels: int = DECLARE_CHANNELS
+    connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset(), channels: int | None = None
 ) -> None:
     """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
 
-    Each kind is spread over ``channels`` channels declaring at once: the round trips of one channel overlap
+    Each kind is spread over ``channels`` (default ``DECLARE_CHANNELS``) channels declaring at once: the round trips of one channel overlap
     those of the others (a channel has one synchronous method in flight at a time). No drift check:
     ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone. The ``passive``
     queues exist with fewer arguments than planned (a policy gives them the rest): declaring them with the
     plan's arguments would be refused, so they are only checked to be there.
     """
-    opened = [await connection.channel() for _ in range(max(1, channels))]
+    opened = [await connection.channel() for _ in range(max(1, channels or DECLARE_CHANNELS))]
     try:
         raws = [await channel.get_underlay_channel() for channel in opened]
         phases: tuple[tuple[Sequence[Any], Callable[..., Awaitable[None]]], ...] = (
