@@ -310,8 +310,9 @@ async def declare_plan(
 ) -> None:
     """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
 
-    Each kind is spread over ``channels`` (default ``DECLARE_CHANNELS``) channels declaring at once: the round trips of one channel overlap
-    those of the others (a channel has one synchronous method in flight at a time). No drift check:
+    Each kind is spread over ``channels`` (default ``DECLARE_CHANNELS``) channels declaring at once: the round
+    trips of one channel overlap those of the others (a channel has one synchronous method in flight at a time).
+    No drift check:
     ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone. The ``passive``
     queues exist with fewer arguments than planned (a policy gives them the rest): declaring them with the
     plan's arguments would be refused, so they are only checked to be there.
