@@ -202,6 +202,8 @@ async def one_row(
             finally:
                 await connection.close()
             row["worker_rss_after_mib"] = rss_mib(worker.pid)
+            # Attempts that failed and were retried (a receiver too slow for the burst times out, for example)
+            row["retries"] = (workdir / f"{vhost}.log").read_bytes().count(b"outcome=retry")
         except Exception as exc:  # a row that fails says why; the next row runs
             row["failed"] = f"{type(exc).__name__}: {exc}"[:300]
         finally:
@@ -235,7 +237,7 @@ async def serve(receiver_box: list[Receiver]) -> web.AppRunner:
 COLUMNS = (
     "type", "endpoints", "channels", "objects", "queues", "setup_s", "again_s", "broker_rss_mib", "queues_mib",
     "queues_kib_per_endpoint", "handles", "worker_start_s", "worker_rss_mib", "broker_rss_with_worker_mib",
-    "delivered", "deliveries_per_s", "last_delivery_s", "worker_rss_after_mib", "delete_vhost_s", "failed",
+    "delivered", "retries", "deliveries_per_s", "last_delivery_s", "worker_rss_after_mib", "delete_vhost_s", "failed",
 )  # fmt: skip
 
 
