@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import write_config
-from warren.broker import applier
+from warren.broker import applier, declare
 from warren.broker.capacity import HANDLES_PER_QUORUM_QUEUE, read_nodes
 from warren.broker.connection import connect
 from warren.broker.events import Event
@@ -54,7 +54,7 @@ from warren.topology.planner import plan_topology
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
 PORT = 18093
-DECLARE_CHANNELS = applier.DECLARE_CHANNELS
+DECLARE_CHANNELS = declare.DECLARE_CHANNELS
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 STATS_INTERVAL = 5.5  # the management API refreshes node figures every 5 s
 
@@ -168,7 +168,7 @@ async def one_row(
             row["objects"] = len(plan.exchanges) + len(plan.queues) + len(plan.bindings)
             row["queues"] = len(plan.queues)
             before = await node_memory(api)
-            applier.DECLARE_CHANNELS = 1 if one_channel else DECLARE_CHANNELS
+            declare.DECLARE_CHANNELS = 1 if one_channel else DECLARE_CHANNELS
             started = time.monotonic()
             await asyncio.wait_for(applier.apply_setup(config), 900)
             row["setup_s"] = time.monotonic() - started
