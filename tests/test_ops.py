@@ -106,8 +106,10 @@ def test_kubernetes_manifest_probes_the_worker_and_api_it_configures(
     (tmp_path / "warren.toml").write_text(by_name["warren-config"]["data"]["warren.toml"])
     for name, value in {"WARREN_API_TOKEN": "t" * 32, "ACME_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("WARREN_BROKER__URL", "amqps://warren:pw@rabbit.internal:5671/prod")
+    nodes = [f"amqps://warren:pw@rabbit-{i}.rabbit:5671/prod" for i in range(3)]
+    monkeypatch.setenv("WARREN_BROKER__URL", json.dumps(nodes))
     config = load_config(tmp_path / "warren.toml")  # the shipped configuration is valid
+    assert len(config.broker.urls) == 3
     for deployment, port in (("warren-worker", config.worker.metrics_port), ("warren-api", config.api.port)):
         (container,) = by_name[deployment]["spec"]["template"]["spec"]["containers"]
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
