@@ -8,14 +8,15 @@ are already there as planned. Last, report (or with ``prune``, delete) the lefto
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractConnection
 
+from warren.broker.capacity import capacity_problems, read_nodes
 from warren.broker.connection import CONNECTION_EXCEPTIONS, Nodes, connect, connect_once, nodes_text
+from warren.broker.declare import declare_plan, to_create
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.live_set import announced_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
@@ -78,6 +79,7 @@ class SetupReport:
     dry_run: bool = False
     prune: bool = False
     plugin_problems: list[str] = field(default_factory=list)
+    capacity_problems: list[str] = field(default_factory=list)  # nodes that could not hold the new queues
     objects: list[ObjectCheck] = field(default_factory=list)
     leftovers: list[LeftoverOutcome] = field(default_factory=list)
     policies: list[PolicyCheck] = field(default_factory=list)  # Warren's migration policies
@@ -110,7 +112,7 @@ class SetupReport:
 
     @property
     def ok(self) -> bool:
-        return not self.drift and not self.plugin_problems
+        return not self.drift and not self.plugin_problems and not self.capacity_problems
 
     @property
     def no_change(self) -> bool:
@@ -126,12 +128,12 @@ class SetupReport:
 
     def failure_message(self) -> str:
         """Every problem, one per line, with how to fix each: the message of SetupFailed."""
-        problems = len(self.plugin_problems) + len(self.drift)
+        problems = len(self.plugin_problems) + len(self.capacity_problems) + len(self.drift)
         lines = [
             f"setup stopped before declaring anything (vhost '{self.vhost}', prefix '{self.prefix}'): "
             f"{problems} problem{'s' if problems != 1 else ''}"
         ]
-        lines += [f"  {problem}" for problem in self.plugin_problems]
+        lines += [f"  {problem}" for problem in self.plugin_problems + self.capacity_problems]
         for check in self.drift:
             lines.append(f"  {check.kind} '{check.name}' differs from the plan:")
             lines += [f"    - {difference.describe()}" for difference in check.differences]
@@ -140,11 +142,15 @@ class SetupReport:
 
 
 class SetupFailed(TopologyError):
-    """The broker cannot take the plan as it is (drift or a missing plugin); nothing was declared."""
+    """The broker cannot take the plan as it is (drift, a missing plugin, no room); nothing was declared."""
 
     def __init__(self, report: SetupReport) -> None:
         super().__init__(report.failure_message())
         self.report = report
+
+
+# Listing a vhost of thousands of objects takes seconds on a busy node: setup waits longer than other commands.
+MANAGEMENT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -155,23 +161,30 @@ class _BrokerState:
     policies: list[dict[str, Any]]
 
 
-async def _read_state(api: ManagementClient, plan: Plan) -> _BrokerState:
+async def _read_state(api: ManagementClient) -> _BrokerState:
+    """What the vhost holds, in a fixed number of API calls however large the plan.
+
+    Without statistics: they cost the broker most of the answer's time (6,000 queues with statistics took
+    more than 10 s on a busy 3.10 node), and setup needs none but the message counts of leftovers, which
+    ``_leftover_counts`` reads for those few alone. The lists without statistics read the tables themselves,
+    so they do not lag a just-declared object.
+    """
     if not await api.vhost_exists():
         raise TopologyError(
             f"vhost '{api.vhost}' does not exist on the broker: create it (`rabbitmqctl add_vhost {api.vhost}` "
             "and grant the user permissions) or fix the vhost in broker.url"
         )
-    exchanges = {record["name"]: record for record in await api.exchanges()}
-    queues = {record["name"]: record for record in await api.queues()}
-    # The list endpoints can lag just-declared objects; ask for each planned one it misses by name.
-    for planned_exchange in plan.exchanges:
-        if planned_exchange.name not in exchanges and (found := await api.exchange(planned_exchange.name)):
-            exchanges[planned_exchange.name] = found
-    for planned_queue in plan.queues:
-        if planned_queue.name not in queues and (found := await api.queue(planned_queue.name)):
-            queues[planned_queue.name] = found
+    exchanges = {record["name"]: record for record in await api.exchanges(stats=False)}
+    queues = {record["name"]: record for record in await api.queues(stats=False)}
     bindings = [b for b in await api.bindings() if b.get("source")]  # "" is the default exchange's
     return _BrokerState(exchanges, queues, bindings, await api.policies())
+
+
+async def _leftover_counts(api: ManagementClient, leftovers: Iterable[Leftover], state: _BrokerState) -> None:
+    """Give the leftover queues their message and consumer counts (one call each; leftovers are few)."""
+    for leftover in leftovers:
+        if leftover.kind == "queue" and (record := await api.queue(leftover.name)) is not None:
+            state.queues[leftover.name] = record
 
 
 def _settle(checks: list[ObjectCheck], wanted: Iterable[Policy], policies: Iterable[PolicyCheck]) -> list[ObjectCheck]:
@@ -230,54 +243,6 @@ def _still_fed_warnings(
     ]
 
 
-async def declare_plan(connection: AbstractConnection, plan: Plan, passive: Set[str] = frozenset()) -> None:
-    """Declare every planned object, exchanges then queues then bindings. Idempotent for objects as planned.
-
-    No drift check: ``apply_setup`` compares first. Tests that start from a fresh prefix call this alone.
-    The ``passive`` queues exist with fewer arguments than planned (a policy gives them the rest): declaring
-    them with the plan's arguments would be refused, so they are only checked to be there.
-    """
-    channel = await connection.channel()
-    raw = await channel.get_underlay_channel()
-    what = ""
-    try:
-        for exchange in plan.exchanges:
-            what = f"exchange '{exchange.name}'"
-            await raw.exchange_declare(
-                exchange.name, exchange_type=exchange.type, durable=exchange.durable, arguments=dict(exchange.arguments)
-            )
-        for queue in plan.queues:
-            what = f"queue '{queue.name}'"
-            if queue.name in passive:
-                await raw.queue_declare(queue.name, passive=True)
-            else:
-                await raw.queue_declare(queue.name, durable=queue.durable, arguments=dict(queue.arguments))
-        for binding in plan.bindings:
-            what = f"binding {binding.source} → {binding.destination} [{binding.routing_key}]"
-            if binding.destination_type == "queue":
-                await raw.queue_bind(
-                    binding.destination, binding.source, binding.routing_key, arguments=dict(binding.arguments)
-                )
-            else:
-                await raw.exchange_bind(
-                    destination=binding.destination,
-                    source=binding.source,
-                    routing_key=binding.routing_key,
-                    arguments=dict(binding.arguments),
-                )
-    except aiormq.exceptions.ChannelPreconditionFailed as exc:
-        raise TopologyError(
-            f"RabbitMQ refused {what} ({exc}); it changed on the broker while setup ran: run `warren setup` again"
-        ) from exc
-    except aiormq.exceptions.ChannelAccessRefused as exc:
-        raise TopologyError(f"RabbitMQ refused {what}: the user may not configure it ({exc})") from exc
-    except aiormq.exceptions.AMQPChannelError as exc:
-        raise TopologyError(f"RabbitMQ refused {what}: {exc}") from exc
-    finally:
-        if not channel.is_closed:
-            await channel.close()
-
-
 async def _check_amqp(nodes: Nodes) -> None:
     """A dry run compares through the management API; it gates a deploy only if AMQP, which declares, works too."""
     try:
@@ -306,11 +271,13 @@ async def apply_setup(
     prune_leftovers: bool = False,
     force: bool = False,
     plan: Plan | None = None,
+    check_capacity: bool = True,
 ) -> SetupReport:
     """Check, then declare the plan of ``config``; report leftovers and, with ``prune_leftovers``, delete them.
 
-    Raises SetupFailed (with the report) when a plugin is missing or an object differs from the plan, before
-    declaring anything; BrokerUnavailable or ManagementError when the broker cannot be reached.
+    Raises SetupFailed (with the report) when a plugin is missing, an object differs from the plan, or (unless
+    ``check_capacity`` is False) a node could not hold the new quorum queues, before declaring anything;
+    BrokerUnavailable or ManagementError when the broker cannot be reached.
 
     Without an explicit ``plan``, the live endpoints the broker remembers (broker/live_set.py) are planned beside
     the file's, so that they are never reported or pruned as leftovers.
@@ -320,15 +287,19 @@ async def apply_setup(
         plan = plan_topology(config)
     broker = config.broker
     report = SetupReport(broker.vhost, broker.prefix, dry_run=dry_run, prune=prune_leftovers)
-    async with ManagementClient.from_settings(broker) as api:
+    async with ManagementClient.from_settings(broker, timeout=MANAGEMENT_TIMEOUT) as api:
         report.plugin_problems = await check_plugins(api, plan)
-        state = await _read_state(api, plan)
+        state = await _read_state(api)
+        leftovers = find_leftovers(plan, broker.prefix, state.exchanges.values(), state.queues.values(), state.bindings)
+        await _leftover_counts(api, leftovers, state)
+        if check_capacity:
+            new = sum(1 for q in plan.queues if q.name not in state.queues and q.arguments["x-queue-type"] == "quorum")
+            report.capacity_problems = capacity_problems(await read_nodes(api), new)
     wanted = migration_policies(plan, broker.prefix, state.queues)
     report.policies = compare_policies(wanted, state.policies, broker.prefix)
     report.objects = _settle(
         compare(plan, state.exchanges.values(), state.queues.values(), state.bindings), wanted, report.policies
     )
-    leftovers = find_leftovers(plan, broker.prefix, state.exchanges.values(), state.queues.values(), state.bindings)
     report.leftovers = report_only(leftovers, state.queues)
     report.warnings = _partition_warnings(plan, report.objects, leftovers)
     if dry_run or not prune_leftovers:  # pruning unbinds them
@@ -345,7 +316,7 @@ async def apply_setup(
             await _apply_policies(api, report.policy_changes)
     connection = await connect(broker.urls, name="warren-setup")
     try:
-        await declare_plan(connection, plan, {queue for policy in wanted for queue in policy.queues})
+        await declare_plan(connection, to_create(plan, report.objects))
         report.applied = True
         if prune_leftovers and leftovers:
             report.leftovers = await prune(connection, leftovers, state.bindings, force)

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -93,3 +94,37 @@ def test_a_dead_worker_is_caught() -> None:
     rule = next(r for r in _rules() if r["alert"] == "WarrenWorkerDown")
     assert rule["expr"] == 'up{job="warren-workers"} == 0'
     assert rule["for"] and rule["labels"] == {"severity": "critical"}
+
+
+def test_kubernetes_manifest_probes_the_worker_and_api_it_configures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warren.topology.config import load_config
+
+    documents = list(yaml.safe_load_all((ROOT / "ops/kubernetes/warren.yaml").read_text()))
+    by_name = {d["metadata"]["name"]: d for d in documents if d["kind"] != "Service"}
+    (tmp_path / "warren.toml").write_text(by_name["warren-config"]["data"]["warren.toml"])
+    for name, value in {"WARREN_API_TOKEN": "t" * 32, "ACME_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}.items():
+        monkeypatch.setenv(name, value)
+    nodes = [f"amqps://warren:pw@rabbit-{i}.rabbit:5671/prod" for i in range(3)]
+    monkeypatch.setenv("WARREN_BROKER__URL", json.dumps(nodes))
+    config = load_config(tmp_path / "warren.toml")  # the shipped configuration is valid
+    assert len(config.broker.urls) == 3
+    for deployment, port in (("warren-worker", config.worker.metrics_port), ("warren-api", config.api.port)):
+        (container,) = by_name[deployment]["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert ports[container["readinessProbe"]["httpGet"]["port"]] == port
+        assert container["args"][0] == deployment.removeprefix("warren-")
+    assert by_name["warren-setup"]["spec"]["template"]["spec"]["containers"][0]["args"][0] == "setup"
+
+
+def test_systemd_unit_runs_the_worker_with_a_stop_timeout_above_the_grace_period() -> None:
+    from warren.topology.settings import DeliverySettings
+
+    unit = (ROOT / "ops/systemd/warren-worker@.service").read_text()
+    settings = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert " worker --config " in settings["ExecStart"]
+    assert float(settings["TimeoutStopSec"]) > DeliverySettings().grace_period
+    assert "LimitNOFILE=" in (ROOT / "ops/systemd/rabbitmq-server.override.conf").read_text()

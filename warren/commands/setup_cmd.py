@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "render_reconciled", "render_report"]
 
+# Objects to create are listed one per line up to this many; a larger plan gets its count (the table has each kind's).
+LIST_LIMIT = 200
 _PLURAL = {"exchange": "exchanges", "queue": "queues", "binding": "bindings"}
 _ACTION_STYLE = {
     "deleted": "red",
@@ -85,13 +87,19 @@ def render_report(report: SetupReport) -> None:
     _say(f"[bold]warren setup[/] · vhost '{escape(report.vhost)}' · prefix '{report.prefix}'{mode}")
     console.print(_summary_table(report))
     verb = "would create" if report.dry_run or not report.ok else "created"
+    listed = len(report.to_create) <= LIST_LIMIT
+    lines = []  # printed at once: one print per line takes seconds for the thousands of objects of a large plan
     for check in report.objects:
-        if check.status == "create":
-            _say(f"  [green]{verb}[/] {check.kind} {escape(check.name)}")
+        if check.status == "create" and listed:
+            lines.append(f"  [green]{verb}[/] {check.kind} {escape(check.name)}")
         elif check.status == "differs":
-            _say(f"  [red]differs[/] {check.kind} [bold]{escape(check.name)}[/]")
-            for difference in check.differences:
-                _say(f"      {escape(difference.describe())}")
+            lines.append(f"  [red]differs[/] {check.kind} [bold]{escape(check.name)}[/]")
+            lines += [f"      {escape(difference.describe())}" for difference in check.differences]
+    if not listed:
+        hint = "[dim]`warren topology show` lists each[/]"
+        lines.insert(0, f"  [green]{verb}[/] {len(report.to_create)} objects ({hint})")
+    if lines:
+        _say("\n".join(lines))
     _migration_lines(report)
     if report.leftovers:
         _say("[bold]Leftovers[/] (in Warren's namespaces, not in the plan):")
@@ -117,9 +125,13 @@ def render_report(report: SetupReport) -> None:
         _say(f"[bold green]Done[/]: {len(report.to_create)} objects created, {present} already present{deleted}.")
 
 
-async def _setup(settings: WarrenConfig, dry_run: bool, prune: bool, force: bool) -> SetupReport | SetupFailed:
+async def _setup(
+    settings: WarrenConfig, dry_run: bool, prune: bool, force: bool, check_capacity: bool
+) -> SetupReport | SetupFailed:
     try:
-        return await apply_setup(settings, dry_run=dry_run, prune_leftovers=prune, force=force)
+        return await apply_setup(
+            settings, dry_run=dry_run, prune_leftovers=prune, force=force, check_capacity=check_capacity
+        )
     except SetupFailed as exc:
         return exc
 
@@ -160,12 +172,20 @@ def register(app: typer.Typer) -> None:
         force: Annotated[
             bool, typer.Option("--force", help="With --prune: delete leftover queues even when they hold messages.")
         ] = False,
+        skip_capacity_check: Annotated[
+            bool,
+            typer.Option(
+                "--skip-capacity-check",
+                help="Declare even when a RabbitMQ 3.10 node's open-files limit looks too low for the new quorum "
+                "queues (past it the node accepts no connection).",
+            ),
+        ] = False,
     ) -> None:
         """Declare the topology on RabbitMQ: idempotent, all or nothing, and explicit about drift."""
         settings = load(config)
         if force and not prune:
             fail("--force only applies with --prune", EXIT_USAGE)
-        outcome = run(_setup(settings, dry_run, prune, force))
+        outcome = run(_setup(settings, dry_run, prune, force, not skip_capacity_check))
         if isinstance(outcome, SetupFailed):
             render_report(outcome.report)
             fail(str(outcome))

@@ -1,0 +1,193 @@
+"""Setup refuses a plan the node's file-handle cache could not hold (RabbitMQ 3.10), before declaring anything.
+
+The broker tests read the node's limits and size the plan from them, so they refuse without declaring a single
+quorum queue: they can never wedge a shared node. The one test that fills a node to its limit runs only against
+a node of its own with a low open-files limit (WARREN_TEST_LOW_FD_AMQP_URL and _MANAGEMENT_URL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pytest
+
+from tests.conftest import TEST_SECRET
+from tests.support.cli import warren
+from tests.support.rabbit import RabbitServer
+from tests.support.setup_helpers import prefix_state
+from warren.broker.applier import SetupFailed, apply_setup
+from warren.broker.capacity import (
+    HANDLES_PER_QUORUM_QUEUE,
+    NodeHandles,
+    _nodes,
+    capacity_problems,
+    handle_limit,
+    minimum_open_files,
+    read_nodes,
+    reserve,
+)
+from warren.broker.management import ManagementClient
+from warren.topology.config import WarrenConfig, load_config
+from warren.topology.planner import plan_topology
+
+SECTIONS = {"retry": {"base": "100ms", "cap": "1s"}, "delivery": {"allow_private_networks": True}}
+
+
+def endpoints(count: int) -> list[dict[str, Any]]:
+    """``count`` unordered endpoints: two quorum queues each (work and dead letters)."""
+    return [{"name": f"e{i}", "url": "http://127.0.0.1:9/x", "events": ["a.b"]} for i in range(count)]
+
+
+def overflowing(nodes: list[NodeHandles], fixed: int) -> int | None:
+    """The fewest endpoints that go past the room of the tightest node, beside the plan's ``fixed`` quorum queues
+    (delay levels); None when no node has a file-handle cache (4.x)."""
+    rooms = [n.limit - reserve(n.limit) - n.used for n in nodes if n.limit is not None]
+    if not rooms:
+        return None
+    fits = max(0, min(rooms)) // HANDLES_PER_QUORUM_QUEUE
+    return max(1, (fits - fixed) // 2 + 1)
+
+
+def fixed_quorum_queues(config: WarrenConfig) -> int:
+    """The quorum queues of the plan that are not an endpoint's (the delay chain's)."""
+    plan = plan_topology(config)
+    return sum(1 for q in plan.queues if q.arguments["x-queue-type"] == "quorum" and q.endpoint is None)
+
+
+# --- pure -----------------------------------------------------------------------------------------------------
+
+
+def test_the_cache_limit_is_read_back_from_the_socket_limit() -> None:
+    # Figures of 3.10.8 nodes: open files 1024 (rabbitmqctl status: limit 927, sockets 832) and 20000
+    assert handle_limit(832) == 927
+    assert handle_limit(17910) == 20000 - 97
+    assert handle_limit(0) is None  # 4.x: no file-handle cache
+
+
+def test_minimum_open_files_leaves_the_reserve_free() -> None:
+    needed = minimum_open_files(1800)
+    limit = needed - 97
+    assert limit - reserve(limit) >= 1800 > (limit - 1) - reserve(limit - 1)
+
+
+def test_members_are_counted_per_node_and_other_queue_types_are_not() -> None:
+    nodes = [{"name": "a", "fd_total": 1024, "sockets_total": 832, "sockets_used": 5}, {"name": "b", "running": False}]
+    queues = [
+        {"type": "quorum", "members": ["a", "b"]},
+        {"type": "quorum", "node": "a"},
+        {"type": "classic", "node": "a"},
+        {"type": "stream", "members": ["a"]},
+    ]
+    (node,) = _nodes(nodes, queues)
+    assert (node.name, node.limit, node.quorum_members, node.used) == ("a", 927, 2, 2 * 3 + 5)
+
+
+def test_the_refusal_names_the_node_the_limit_and_the_fix() -> None:
+    node = NodeHandles("rabbit@one", fd_total=1024, limit=927, sockets_used=1, quorum_members=0)
+    fits = (927 - reserve(927) - 1) // 3
+    assert capacity_problems([node], fits) == []
+    (problem,) = capacity_problems([node], fits + 1)
+    assert "node rabbit@one cannot hold" in problem and "limit of 927 (open-files limit 1024" in problem
+    assert f"Raise the node's open-files limit to at least {minimum_open_files(1 + 3 * (fits + 1))}" in problem
+    assert f"plan at most {fits} new quorum queues" in problem and "--skip-capacity-check" in problem
+    assert capacity_problems([NodeHandles("rabbit@four", 1024, None, 1, 10_000)], 10_000) == []
+
+
+# --- on the broker under test -----------------------------------------------------------------------------
+
+
+async def test_the_node_figures_match_the_broker_version(management: ManagementClient) -> None:
+    version = (await management.overview())["rabbitmq_version"]
+    nodes = await read_nodes(management)
+    assert nodes
+    for node in nodes:
+        if version.startswith("3."):
+            assert node.limit == node.fd_total - 97, node  # no file_handles_high_watermark on the test brokers
+        else:
+            assert node.limit is None, node
+
+
+@pytest.mark.timeout(90)
+async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    count = overflowing(await read_nodes(management), fixed_quorum_queues(make_config([], **SECTIONS)))
+    if count is None:
+        # RabbitMQ 4.x: nothing to refuse; a dry run of thousands of endpoints passes the check
+        report = await apply_setup(make_config(endpoints(3000), **SECTIONS), dry_run=True)
+        assert report.ok and not report.capacity_problems
+        return
+    config = make_config(endpoints(count), **SECTIONS)
+    with pytest.raises(SetupFailed) as failed:
+        await apply_setup(config)
+    assert "open-files limit" in str(failed.value) and "cannot hold" in str(failed.value)
+    state = await prefix_state(management, prefix)
+    assert not state.queues and not state.exchanges, "nothing is declared"
+    # The override only skips the check: a dry run with it passes
+    report = await apply_setup(config, dry_run=True, check_capacity=False)
+    assert report.ok and len(report.to_create) > 2 * count
+    # One endpoint fewer passes the check
+    fewer = await apply_setup(make_config(endpoints(count - 1), **SECTIONS), dry_run=True)
+    assert fewer.ok and not fewer.capacity_problems
+
+
+@pytest.mark.timeout(90)
+async def test_the_cli_override_declares_past_the_check(
+    tmp_path: Path, amqp_url: str, rabbit_server: RabbitServer, management: ManagementClient, prefix: str
+) -> None:
+    head = f'[broker]\nurl = "{amqp_url}"\nmanagement_url = "{rabbit_server.management_url}"\nprefix = "{prefix}"'
+    config = tmp_path / "warren.toml"
+    config.write_text(head + "\n")
+    count = overflowing(await read_nodes(management), fixed_quorum_queues(load_config(config)))
+    if count is None:
+        pytest.skip("no file-handle cache on this broker (RabbitMQ 4.x): nothing to override")
+    lines = [head]
+    for i in range(count):
+        lines.append(f'[[endpoints]]\nname = "e{i}"\nurl = "https://example.com/{i}"\nevents = ["a.b"]')
+        lines.append(f'secret = "{TEST_SECRET}"')
+    config.write_text("\n".join(lines) + "\n")
+    # A dry run (nothing is declared either way) that the check alone would stop
+    run = await warren("setup", "--config", str(config), "--dry-run", "--skip-capacity-check", timeout=80)
+    assert run.code == 0, run.err
+    assert "`warren topology show` lists each" in run.out, "a plan this large is summed up, not listed"
+
+
+# --- on a node of its own with a low open-files limit -------------------------------------------------------
+
+LOW_AMQP = os.environ.get("WARREN_TEST_LOW_FD_AMQP_URL")
+LOW_MANAGEMENT = os.environ.get("WARREN_TEST_LOW_FD_MANAGEMENT_URL")
+
+
+@pytest.mark.skipif(not (LOW_AMQP and LOW_MANAGEMENT), reason="needs a 3.10 node with a low open-files limit")
+@pytest.mark.timeout(120)
+async def test_a_low_limit_node_takes_what_fits_and_still_accepts_connections() -> None:
+    assert LOW_AMQP and LOW_MANAGEMENT
+    vhost = f"warren-lowfd-{uuid.uuid4().hex[:8]}"
+    async with ManagementClient(LOW_MANAGEMENT, "guest", "guest", vhost, timeout=120) as api:
+        await api.create_vhost(vhost, "guest")
+        try:
+            url = LOW_AMQP.rstrip("/") + f"/{vhost}"
+
+            def config(n: int) -> WarrenConfig:
+                broker = {"url": url, "management_url": LOW_MANAGEMENT, "prefix": "low"}
+                eps = [{"secret": TEST_SECRET, **e} for e in endpoints(n)]
+                return WarrenConfig(broker=broker, endpoints=eps, **SECTIONS)
+
+            nodes = await read_nodes(api)
+            count = overflowing(nodes, fixed_quorum_queues(config(0)))
+            assert count is not None and nodes[0].fd_total <= 4096, "not a low-limit 3.10 node"
+            with pytest.raises(SetupFailed):
+                await apply_setup(config(count))
+            # One endpoint fewer fits, with the reserve left for connections: new ones are still accepted
+            await apply_setup(config(count - 1))
+            for _ in range(3):
+                connection = await asyncio.wait_for(aio_pika.connect(url), 10)
+                await connection.close()
+        finally:
+            await api.delete_vhost(vhost)
