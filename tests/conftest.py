@@ -50,6 +50,7 @@ BROKER_FIXTURE = "rabbit_server"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", exclusive.MARKER_HELP)
+    config.addinivalue_line("markers", exclusive.ALONE_HELP)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

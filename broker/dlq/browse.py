@@ -43,7 +43,8 @@ __all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "
 
 # basic.qos prefetch_count is a 16-bit field: the most messages one channel can hold unacknowledged.
 MAX_SCAN = 65_535
-QUIET = 1.0  # seconds without a new message after which a pass ends early (someone else took messages)
+QUIET = 1.0  # seconds without a new message after which a pass asks the queue whether any are still ready
+PATIENCE = 30.0  # seconds a pass waits in all for ready messages that are slow to arrive (a busy broker)
 
 
 @dataclass
@@ -101,12 +102,17 @@ async def hold_messages(
                 arrived.set()
 
             tag = await queue.consume(on_message)
+            deadline = asyncio.get_running_loop().time() + PATIENCE
             while not holds_enough(len(delivered), reached_new, want, everything):
                 arrived.clear()
                 try:
                     await asyncio.wait_for(arrived.wait(), QUIET)
                 except TimeoutError:
-                    break
+                    # A pause is not the end: on a busy broker deliveries can stall for seconds. The pass ends
+                    # early only when nothing is ready any more (someone else took messages), or at PATIENCE.
+                    ready = (await existing_queue(channel, queue_name)).declaration_result.message_count or 0
+                    if ready == 0 or asyncio.get_running_loop().time() > deadline:
+                        break
             # No more deliveries, so none arrive while the block acks; those already sent are held too.
             with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
                 await queue.cancel(tag)

@@ -113,6 +113,7 @@ async def test_the_node_figures_match_the_broker_version(management: ManagementC
             assert node.limit is None, node
 
 
+@pytest.mark.alone_on_broker  # the node's free file handles must not change between the test's count and setup's
 @pytest.mark.timeout(90)
 async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
     make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
@@ -137,6 +138,7 @@ async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
     assert fewer.ok and not fewer.capacity_problems
 
 
+@pytest.mark.alone_on_broker
 @pytest.mark.timeout(90)
 async def test_the_cli_override_declares_past_the_check(
     tmp_path: Path, amqp_url: str, rabbit_server: RabbitServer, management: ManagementClient, prefix: str

@@ -23,6 +23,11 @@ import pytest
 
 MARK = "restarts_broker"
 MARKER_HELP = f"{MARK}: stops and starts the broker under test; under pytest-xdist it runs with no other broker test"
+ALONE = "alone_on_broker"
+ALONE_HELP = (
+    f"{ALONE}: reads node-wide figures (file handles, queue counts) that other tests change; under pytest-xdist "
+    "it runs with no other broker test (it may not restart the broker)"
+)
 
 _current_is_exclusive = False
 
@@ -60,9 +65,10 @@ def broker_access(directory: Path, *, exclusive: bool) -> Iterator[None]:
 def test_access(item: pytest.Item, *, uses_broker: bool) -> Iterator[None]:
     """Around one test's whole run (setup, call, teardown): the broker lock it needs, if any."""
     global _current_is_exclusive
-    exclusive = item.get_closest_marker(MARK) is not None
+    restarts = item.get_closest_marker(MARK) is not None
+    exclusive = restarts or item.get_closest_marker(ALONE) is not None
     directory = lock_directory(item.config)
-    _current_is_exclusive = exclusive
+    _current_is_exclusive = restarts
     try:
         if directory is None or not (uses_broker or exclusive):
             yield
