@@ -172,12 +172,14 @@ async def profile(process: asyncio.subprocess.Process, out: Path) -> None:
     )
 
 
-async def one_run(workload: Workload, system: System, workdir: Path, rate: float = 0) -> dict[str, float]:
-    """One system through one workload; ``rate`` > 0 publishes at that fixed rate for LATENCY_SECONDS."""
+async def one_run(
+    workload: Workload, system: System, workdir: Path, rate: float = 0, scale: float = 1
+) -> dict[str, float]:
+    """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     config = config_for(prefix, workload)
     await apply_setup(config)
-    count = round(rate * LATENCY_SECONDS) if rate else workload.count
+    count = round(rate * LATENCY_SECONDS) if rate else round(workload.count * scale)
     await http("POST", "/reset", workload.receiver)
     processes: list[asyncio.subprocess.Process] = []
     try:
@@ -282,7 +284,9 @@ def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
-async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool) -> None:
+async def main(
+    runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool, scale: float
+) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
@@ -299,7 +303,7 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
     try:
         print(
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
-            f" · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')}"
+            f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
         )
         if not skip_ceilings:
             ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
@@ -329,7 +333,7 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
             rate = 0.0
             if workload.half_of is not None:
                 if workload.half_of not in capacity:  # not measured in this run yet: measure it once
-                    probe = await one_run(WORKLOADS[workload.half_of], reference, workdir)
+                    probe = await one_run(WORKLOADS[workload.half_of], reference, workdir, scale=scale)
                     capacity[workload.half_of] = probe["deliveries_per_s"]
                 rate = capacity[workload.half_of] / 2
             systems = [System(n, loop) for n in workers for loop in loops]
@@ -337,7 +341,7 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
             results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
             for _ in range(runs):
                 for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
-                    results[system].append(await one_run(workload, system, workdir, rate))
+                    results[system].append(await one_run(workload, system, workdir, rate, scale))
             capacity[name] = median(results[reference], "deliveries_per_s")
             for system, rows in results.items():
                 bare_rows = results.get(System(0, system.loop))
@@ -374,8 +378,11 @@ if __name__ == "__main__":
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--loops", default="uvloop", help="uvloop, asyncio, or both: asyncio,uvloop")
     parser.add_argument("--skip-ceilings", action="store_true", help="do not measure the machine's ceilings")
+    parser.add_argument("--scale", type=float, default=1.0, help="events per workload, times this (0.25: a quarter)")
     a = parser.parse_args()
     loops = a.loops.split(",")
     if not set(loops) <= {"uvloop", "asyncio"}:
         parser.error("--loops takes uvloop and/or asyncio")
-    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings))
+    asyncio.run(
+        main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings, a.scale)
+    )
