@@ -15,7 +15,9 @@ from warren.consumers.ack_batcher import AckBatcher
 async def _unacked(queue: aio_pika.abc.AbstractQueue, channel: aio_pika.abc.AbstractChannel) -> int:
     """Messages of ``queue`` delivered and not acked, as RabbitMQ counts them (passive declare on a fresh channel)."""
     declared = await channel.declare_queue(queue.name, passive=True)
-    return int(declared.declaration_result.message_count)
+    count = declared.declaration_result.message_count
+    assert count is not None
+    return count
 
 
 @pytest.mark.timeout(20)
