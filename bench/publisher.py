@@ -1,6 +1,8 @@
 """The benchmark's publisher, in its own process as in production: publishes a workload with confirms.
 
-Prints one JSON line: {"published", "seconds", "rate"}.
+As fast as the window of unconfirmed publishes allows, or with ``--rate`` at a fixed rate (events/s), each
+event made at its due time, so that its envelope timestamp is when it was published. Prints one JSON line:
+{"published", "seconds", "rate"}.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import orjson
@@ -20,11 +23,25 @@ from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 
 
-async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int) -> None:
+async def paced(count: int, keys: int, filler: str, rate: float) -> AsyncIterator[Event]:
+    """``count`` events at ``rate`` per second, each made when it is due (behind schedule: at once)."""
+    started = time.monotonic()
+    for i in range(count):
+        wait = started + i / rate - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        yield Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}")
+
+
+async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int, rate: float) -> None:
     connection = await connect(url, name="bench-publisher")
     publisher = await Publisher.open(connection, prefix)
     filler = "x" * max(0, size - 20)
-    events = (Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}") for i in range(count))
+    events: Iterable[Event] | AsyncIterator[Event] = (
+        paced(count, keys, filler, rate)
+        if rate
+        else (Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}") for i in range(count))
+    )
     started = time.monotonic()
     report = await publisher.publish_many(events, window=window)
     seconds = time.monotonic() - started
@@ -50,5 +67,6 @@ if __name__ == "__main__":
     parser.add_argument("--keys", type=int, default=1000)
     parser.add_argument("--size", type=int, default=300)
     parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--rate", type=float, default=0, help="events/s; 0: as fast as confirms allow")
     a = parser.parse_args()
-    asyncio.run(main(a.url, a.prefix, a.count, a.keys, a.size, a.window))
+    asyncio.run(main(a.url, a.prefix, a.count, a.keys, a.size, a.window, a.rate))

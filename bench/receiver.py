@@ -30,6 +30,7 @@ class Stats:
         self.seen: set[str] = set()
         self.ok: set[str] = set()
         self.latencies: list[float] = []
+        self.arrivals: list[float] = []  # when each latency was measured, in the same order
         self.first_ok = 0.0
         self.last_ok = 0.0
 
@@ -54,6 +55,7 @@ async def hook(request: web.Request) -> web.Response:
         stamp = orjson.loads(body).get("timestamp")
         if isinstance(stamp, str):
             stats.latencies.append(now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+            stats.arrivals.append(now)
         stats.first_ok = stats.first_ok or now
         stats.last_ok = now
     return web.Response(status=200, text="ok")
@@ -78,6 +80,11 @@ async def get_stats(_: web.Request) -> web.Response:
     )
 
 
+async def get_latencies(_: web.Request) -> web.Response:
+    """Every first delivery as [arrival time, publish-to-delivery seconds], in arrival order."""
+    return web.json_response(list(zip(stats.arrivals, stats.latencies, strict=True)))
+
+
 async def reset(request: web.Request) -> web.Response:
     stats.reset(await request.json())
     return web.json_response({"ok": True})
@@ -90,6 +97,7 @@ def main() -> None:
     app = web.Application()
     app.router.add_post("/hook/{tail:.*}", hook)
     app.router.add_get("/stats", get_stats)
+    app.router.add_get("/latencies", get_latencies)
     app.router.add_post("/reset", reset)
     web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
 

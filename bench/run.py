@@ -1,12 +1,15 @@
 """Warren's benchmark: workloads against real processes, beside the machine's ceilings, in one run.
 
-    .venv/bin/python bench/run.py [--runs 3] [--workers 1,2] [--workloads happy,flaky,slow,happy-ordered]
-                                  [--loops uvloop|asyncio|asyncio,uvloop]
+    .venv/bin/python bench/run.py [--runs 3] [--workers 1,2]
+                                  [--workloads happy,flaky,slow,happy-ordered,latency,latency-ordered]
+                                  [--loops uvloop|asyncio|asyncio,uvloop] [--skip-ceilings]
 
 Starts a receiver process, then for each workload and each system under test (Warren with N worker processes,
 and the bare-loop baseline, on each event loop asked for) declares a fresh topology, starts the consumers, runs the
 publisher in its own process, and waits until every event has been answered 2xx once. Prints medians of the runs,
-the ratio to the bare loop on the same event loop, and with two loops the ratio of uvloop to asyncio.
+the ratio to the bare loop on the same event loop (deliveries/s and per CPU-second), and with two loops the ratio
+of uvloop to asyncio. The latency workloads publish at a fixed rate, half of the capacity measured for their
+throughput workload in the same run, so that their percentiles are publish-to-delivery without a backlog.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import os
 import platform
 import signal
+import socket
 import statistics
 import sys
 import tempfile
@@ -40,7 +44,17 @@ from warren.topology.config import WarrenConfig
 PY = sys.executable
 AMQP = os.environ.get("WARREN_BENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0.1:15672")
-PORT = 18089
+
+
+def free_port() -> int:
+    """A port nobody listens on now: several people may run this benchmark on one machine at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+PORT = int(os.environ.get("WARREN_BENCH_PORT") or free_port())
 PROFILE = os.environ.get("WARREN_BENCH_PROFILE")  # a directory: profile every worker with py-spy
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -52,13 +66,21 @@ class Workload:
     receiver: dict[str, float]
     ordered: bool = False
     bare: bool = True  # the bare loop has no retries: it is compared only where nothing fails
+    # A fixed-rate workload publishes at half of the capacity that this workload measured (deliveries/s),
+    # for LATENCY_SECONDS, so that its latencies are the pipeline's own and not a backlog's.
+    half_of: str | None = None
 
 
+LATENCY_SECONDS = 10
 WORKLOADS = {
     "happy": Workload("happy", 20_000, {"delay_ms": 0, "fail_first": 0}),
     "flaky": Workload("flaky", 10_000, {"delay_ms": 0, "fail_first": 0.2}, bare=False),
     "slow": Workload("slow", 5_000, {"delay_ms": 50, "fail_first": 0}),
     "happy-ordered": Workload("happy-ordered", 20_000, {"delay_ms": 0, "fail_first": 0}, ordered=True, bare=False),
+    "latency": Workload("latency", 0, {"delay_ms": 0, "fail_first": 0}, half_of="happy"),
+    "latency-ordered": Workload(
+        "latency-ordered", 0, {"delay_ms": 0, "fail_first": 0}, ordered=True, bare=False, half_of="happy-ordered"
+    ),
 }
 
 
@@ -74,7 +96,7 @@ class System:
         return f"{self.workers}x warren · {self.loop}" if self.workers else f"bare · {self.loop}"
 
 
-def config_for(prefix: str, workload: Workload) -> WarrenConfig:
+def config_for(prefix: str, workload: Workload, metrics_port: int | None = None) -> WarrenConfig:
     endpoint: dict[str, Any] = {
         "name": "bench",
         "url": f"http://127.0.0.1:{PORT}/hook/bench",
@@ -89,7 +111,8 @@ def config_for(prefix: str, workload: Workload) -> WarrenConfig:
         broker={"url": AMQP, "management_url": MGMT, "prefix": prefix},
         retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
         delivery={"allow_private_networks": True},
-        worker={"log_format": "json"},
+        # Every feature on: the attempt log (JSON, to a file) and the Prometheus metrics (served, not scraped).
+        worker={"log_format": "json", "metrics_port": metrics_port, "metrics_host": "127.0.0.1"},
         endpoints=[endpoint],
     )
 
@@ -128,11 +151,35 @@ def worker_command(loop: str, path: Path) -> list[str]:
     return [PY, str(ROOT / "bench" / "without_uvloop.py"), "warren", "worker", "--config", str(path)]
 
 
-async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str, float]:
+async def profile(process: asyncio.subprocess.Process, out: Path) -> None:
+    """Sample a consumer with py-spy for a while (WARREN_BENCH_PROFILE): collapsed stacks, one file each."""
+    await asyncio.create_subprocess_exec(
+        str(Path(PY).parent / "py-spy"),
+        "record",
+        "--format",
+        "raw",
+        "-o",
+        str(out),
+        "--rate",
+        "250",
+        "--duration",
+        "8",
+        "--nonblocking",
+        "--pid",
+        str(process.pid),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+async def one_run(
+    workload: Workload, system: System, workdir: Path, rate: float = 0, scale: float = 1
+) -> dict[str, float]:
+    """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     config = config_for(prefix, workload)
     await apply_setup(config)
-    path = write_config(workdir, config, f"{prefix}.toml")
+    count = round(rate * LATENCY_SECONDS) if rate else round(workload.count * scale)
     await http("POST", "/reset", workload.receiver)
     processes: list[asyncio.subprocess.Process] = []
     try:
@@ -160,28 +207,15 @@ async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str
         else:
             for i in range(system.workers):
                 log = workdir / f"{prefix}-w{i}.log"
+                path = write_config(workdir, config_for(prefix, workload, free_port()), f"{prefix}-w{i}.toml")
                 process = await start(worker_command(system.loop, path), log, b"worker consuming")
                 processes.append(process)
                 if f"event loop {system.loop}".encode() not in log.read_bytes():  # measure what the row says
                     raise RuntimeError(f"the worker is not on {system.loop}:\n{log.read_text()[-2000:]}")
-                if PROFILE:  # sample the worker with py-spy for a while: collapsed stacks, one file per worker
-                    await asyncio.create_subprocess_exec(
-                        "py-spy",
-                        "record",
-                        "--format",
-                        "raw",
-                        "-o",
-                        f"{PROFILE}/{prefix}-w{i}.txt",
-                        "--rate",
-                        "250",
-                        "--duration",
-                        "8",
-                        "--nonblocking",
-                        "--pid",
-                        str(process.pid),
-                        stdout=asyncio.subprocess.DEVNULL,
-                        stderr=asyncio.subprocess.DEVNULL,
-                    )
+        if PROFILE:
+            for i, process in enumerate(processes):
+                slug = system.name.replace(" · ", "-").replace(" ", "")
+                await profile(process, Path(PROFILE) / f"{workload.name}-{slug}-{prefix}-{i}.txt")
         cpu_at_start = cpu_seconds(processes)  # after startup: imports and connecting are not per event
         publisher = await asyncio.create_subprocess_exec(
             PY,
@@ -191,14 +225,15 @@ async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str
             "--prefix",
             prefix,
             "--count",
-            str(workload.count),
+            str(count),
+            *(["--rate", str(rate)] if rate else []),
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await publisher.communicate()
         published = orjson.loads(out.splitlines()[-1])
         deadline = time.monotonic() + 180
         stats = await http("GET", "/stats")
-        while stats["distinct_ok"] < workload.count and time.monotonic() < deadline:
+        while stats["distinct_ok"] < count and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
         cpu = cpu_seconds(processes) - cpu_at_start
@@ -208,7 +243,8 @@ async def one_run(workload: Workload, system: System, workdir: Path) -> dict[str
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
             "p50_ms": (stats["p50"] or 0) * 1000,
             "p99_ms": (stats["p99"] or 0) * 1000,
-            "lost": workload.count - stats["distinct_ok"],
+            "lost": count - stats["distinct_ok"],
+            "rate": rate,
             "requests": stats["requests"],
         }
     finally:
@@ -248,16 +284,26 @@ def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
-async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool) -> None:
+async def main(
+    runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool, scale: float
+) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
     )
-    await asyncio.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while True:  # the receiver is up when it answers (a loaded machine takes seconds to start Python)
+        try:
+            await http("GET", "/stats")
+            break
+        except aiohttp.ClientConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
     try:
         print(
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
-            f" · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')}"
+            f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
         )
         if not skip_ceilings:
             ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
@@ -268,38 +314,58 @@ async def main(runs: int, workers: list[int], chosen: list[str], loops: list[str
                     f"{', '.join(f'{r[key]:,.0f}' for r in ceiling_rows)})"
                 )
         print("\n## Workloads")
+        both_loops = len(loops) > 1
         print(
-            "| workload | system | publish/s | deliveries/s | per CPU-s | p50 ms | p99 ms | lost | requests "
-            "| deliveries/s vs bare, same loop (per run) | uvloop vs asyncio: deliveries/s (per run) "
-            "| uvloop vs asyncio: per CPU-s (per run) |"
+            "| workload | system | fixed rate/s | publish/s | deliveries/s | per CPU-s | p50 ms | p99 ms | lost "
+            "| requests | deliveries/s vs bare, same loop (per run) | per CPU-s vs bare, same loop (per run) |"
+            + (
+                " uvloop vs asyncio: deliveries/s (per run) | uvloop vs asyncio: per CPU-s (per run) |"
+                if both_loops
+                else ""
+            )
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if both_loops else ""))
+        # The capacity a fixed-rate workload takes half of: the first Warren system's median deliveries/s.
+        reference = System(workers[0], loops[-1])
+        capacity: dict[str, float] = {}
         for name in chosen:
             workload = WORKLOADS[name]
+            rate = 0.0
+            if workload.half_of is not None:
+                if workload.half_of not in capacity:  # not measured in this run yet: measure it once
+                    probe = await one_run(WORKLOADS[workload.half_of], reference, workdir, scale=scale)
+                    capacity[workload.half_of] = probe["deliveries_per_s"]
+                rate = capacity[workload.half_of] / 2
             systems = [System(n, loop) for n in workers for loop in loops]
             systems += [System(0, loop) for loop in loops] if workload.bare else []
             results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
             for _ in range(runs):
                 for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
-                    results[system].append(await one_run(workload, system, workdir))
+                    results[system].append(await one_run(workload, system, workdir, rate, scale))
+            capacity[name] = median(results[reference], "deliveries_per_s")
             for system, rows in results.items():
                 bare_rows = results.get(System(0, system.loop))
-                vs_bare = "-"
+                vs_bare = vs_bare_cpu = "-"
                 if bare_rows and system.workers:
-                    vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
-                asyncio_rows = results.get(System(system.workers, "asyncio"))
-                vs_asyncio = vs_asyncio_cpu = "-"
-                if asyncio_rows and system.loop != "asyncio":
-                    vs_asyncio = per_run_ratio(rows, asyncio_rows, "deliveries_per_s")
-                    vs_asyncio_cpu = per_run_ratio(rows, asyncio_rows, "per_cpu_s")
-                print(
-                    f"| {name} | {system.name} | {median(rows, 'publish_per_s'):,.0f} | "
+                    if not rate:  # at a fixed rate both deliver at that rate: compare CPU only
+                        vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
+                    vs_bare_cpu = per_run_ratio(rows, bare_rows, "per_cpu_s")
+                line = (
+                    f"| {name} | {system.name} | {f'{rate:,.0f}' if rate else '-'} | "
+                    f"{median(rows, 'publish_per_s'):,.0f} | "
                     f"{median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} | "
-                    f"{median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | "
+                    f"{median(rows, 'p50_ms'):,.1f} | {median(rows, 'p99_ms'):,.1f} | "
                     f"{max(r['lost'] for r in rows):.0f} | {median(rows, 'requests'):,.0f} | "
-                    f"{vs_bare} | {vs_asyncio} | {vs_asyncio_cpu} |",
-                    flush=True,
+                    f"{vs_bare} | {vs_bare_cpu} |"
                 )
+                asyncio_rows = results.get(System(system.workers, "asyncio"))
+                if both_loops:
+                    vs_asyncio = vs_asyncio_cpu = "-"
+                    if asyncio_rows and system.loop != "asyncio":
+                        vs_asyncio = per_run_ratio(rows, asyncio_rows, "deliveries_per_s")
+                        vs_asyncio_cpu = per_run_ratio(rows, asyncio_rows, "per_cpu_s")
+                    line += f" {vs_asyncio} | {vs_asyncio_cpu} |"
+                print(line, flush=True)
     finally:
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()
@@ -309,11 +375,14 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--workloads", default="happy,flaky,slow,happy-ordered")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--loops", default="uvloop", help="uvloop, asyncio, or both: asyncio,uvloop")
     parser.add_argument("--skip-ceilings", action="store_true", help="do not measure the machine's ceilings")
+    parser.add_argument("--scale", type=float, default=1.0, help="events per workload, times this (0.25: a quarter)")
     a = parser.parse_args()
     loops = a.loops.split(",")
     if not set(loops) <= {"uvloop", "asyncio"}:
         parser.error("--loops takes uvloop and/or asyncio")
-    asyncio.run(main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings))
+    asyncio.run(
+        main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings, a.scale)
+    )

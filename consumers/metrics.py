@@ -8,6 +8,7 @@ as in the tests, never count into each other.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -70,6 +71,7 @@ class WorkerMetrics:
 
     def __init__(self, endpoints: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # (metric, labels) -> child: see _child
         r = self.registry
         self.attempts = Counter(
             "warren_delivery_attempts",
@@ -149,23 +151,33 @@ class WorkerMetrics:
     def track_endpoint_states(self, source: Callable[[], Mapping[str, tuple[str, str]]]) -> None:
         self.registry.register(_EndpointStates(source))
 
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once: labels() takes a lock and builds a key on every call."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
     def observe(self, record: AttemptRecord) -> None:
         endpoint = record.endpoint
-        self.attempts.labels(endpoint, record.outcome).inc()
-        self.attempt_number.labels(endpoint).observe(record.attempt)
-        self.request_seconds.labels(endpoint).observe(record.duration)
-        self.last_age.labels(endpoint).set(record.age)
+        child = self._child
+        child(self.attempts, endpoint, record.outcome).inc()
+        child(self.attempt_number, endpoint).observe(record.attempt)
+        child(self.request_seconds, endpoint).observe(record.duration)
+        child(self.last_age, endpoint).set(record.age)
         if record.outcome == "delivered":
-            self.age_seconds.labels(endpoint).observe(record.age)
+            child(self.age_seconds, endpoint).observe(record.age)
         elif record.outcome == "retry-in-place":
-            self.retries.labels(endpoint, "in-place").inc()
+            child(self.retries, endpoint, "in-place").inc()
 
     def settle(self, endpoint: str, how: Settlement) -> None:
-        self.settlements.labels(endpoint, how).inc()
+        child = self._child
+        child(self.settlements, endpoint, how).inc()
         # A move is settled only after RabbitMQ confirmed the copy: each one is a confirm received.
         if how == "retry-scheduled":
-            self.retries.labels(endpoint, "delay-chain").inc()
-            self.confirms.labels(endpoint, "delay").inc()
+            child(self.retries, endpoint, "delay-chain").inc()
+            child(self.confirms, endpoint, "delay").inc()
         elif how == "dead-lettered":
-            self.dead.labels(endpoint).inc()
-            self.confirms.labels(endpoint, "dead").inc()
+            child(self.dead, endpoint).inc()
+            child(self.confirms, endpoint, "dead").inc()
