@@ -211,7 +211,14 @@ class EndpointConsumers:
                 await asyncio.wait(still, timeout=5)
         return len(still)
 
+    async def flush_partition_acks(self) -> None:
+        """Send the partitions' batched acks now (before their channels close)."""
+        for lanes in list(self._lanes.values()):
+            await lanes.acks.flush()
+
     async def close_consuming(self) -> None:
+        for lanes in list(self._lanes.values()):
+            await lanes.acks.close()
         for name in list(self._partition_channels):
             await self._close_partition(name)
         if self._consume_channel is not None and not self._consume_channel.is_closed:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
+from warren.consumers.ack_batcher import AckBatcher
 from warren.consumers.attempt_log import log_attempt
 from warren.consumers.consuming import EndpointConsumers
 from warren.consumers.decision import (
@@ -84,6 +85,7 @@ class EndpointRunner(EndpointConsumers):
             return_partition=self._return_partition,
             settled=self._settled,
             clock=clock,
+            partition_acks=self._partition_acks if self.ordered else None,
         )
         # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back): event id ->
         # (attempts, first ms, history), and when their next attempt is due (time.monotonic).
@@ -101,6 +103,7 @@ class EndpointRunner(EndpointConsumers):
         still = await self.wait_in_flight(grace)
         if self.settler.acks is not None:
             await self.settler.acks.flush()  # before the channel closes, or finished deliveries would come back
+        await self.flush_partition_acks()
         return still
 
     async def close(self) -> None:
@@ -381,6 +384,10 @@ class EndpointRunner(EndpointConsumers):
             await self.settler.dead_letter(message, delivery, decision.reason)
         else:
             await self.settler.hand_back(message)
+
+    def _partition_acks(self, message: AbstractIncomingMessage) -> AckBatcher | None:
+        lanes = self.lanes_of(message)
+        return lanes.acks if lanes is not None else None
 
     async def _return_partition(self, message: AbstractIncomingMessage) -> None:
         if self.return_partition(message):

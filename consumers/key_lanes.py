@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from warren.consumers.ack_batcher import AckBatcher
 from warren.topology.headers import H_KEY
 
 __all__ = ["PartitionLanes", "lane_key"]
@@ -52,6 +53,7 @@ class PartitionLanes:
         self._returning = asyncio.Event()
         self.returned = asyncio.Event()  # set once on_returned has run (the channel is closed)
         self._finishing: asyncio.Task[None] | None = None
+        self.acks = AckBatcher()  # this channel's acks, batched (flushed before the channel closes)
 
     @property
     def returning(self) -> bool:
@@ -77,6 +79,7 @@ class PartitionLanes:
             return  # left unacked: closing the channel returns it, behind the ones delivered before it
         tag = message.delivery_tag or 0
         self._delivered_at[tag] = time.monotonic()
+        self.acks.track(message)
         key = lane_key(message)
         lane = self._lanes.get(key)
         if lane is not None:
@@ -118,6 +121,7 @@ class PartitionLanes:
 
     async def _finish(self) -> None:
         try:
+            await self.acks.close()  # what the lanes settled is acked before the channel closes, nothing after
             await self._on_returned()
         finally:
             self.returned.set()

@@ -24,6 +24,7 @@ class Delivery:
     delivery_tag: int
     key: str | None
     headers: dict[str, Any] = field(default_factory=dict)
+    channel: Any = None  # no channel: the lanes' ack batcher leaves a stand-in alone
 
     def __post_init__(self) -> None:
         if self.key is not None:
