@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,15 @@ def violations(receiver: Receiver) -> list[str]:
     return found
 
 
+def failing_key(key: str, failing: dict[str, bool]) -> Callable[[Receiver, Any, bytes], Reply]:
+    """503 to every request for ``key`` while ``failing["on"]``, 200 to the rest."""
+
+    def reply(r: Receiver, request: Any, body: bytes) -> Reply:
+        return Reply(503) if failing["on"] and orjson.loads(body)["key"] == key else Reply(200)
+
+    return reply
+
+
 def keyed(keys: list[str], per_key: int) -> list[Event]:
     """``per_key`` events for each key, interleaved as a busy producer would publish them."""
     return [Event(type="x.y", data={}, key=k, sequence=s) for s in range(per_key) for k in keys]
@@ -49,11 +59,7 @@ def keyed(keys: list[str], per_key: int) -> list[Event]:
 async def test_a_failing_key_holds_only_its_own_lane(endpoint_config, receiver: Receiver, publish) -> None:
     # Given one partition (so every key shares it) with a window of 8, and a receiver failing key "bad"
     failing = {"on": True}
-
-    def reply(r: Receiver, request: Any, body: bytes) -> Reply:
-        return Reply(503) if failing["on"] and orjson.loads(body)["key"] == "bad" else Reply(200)
-
-    receiver.behaviour = reply
+    receiver.behaviour = failing_key("bad", failing)
     config = await endpoint_config(
         [{"name": "ledger", "ordering": "key", "partitions": 1, "partition_prefetch": 8, "circuit": NO_CIRCUIT}],
         retry={"base": "50ms", "cap": "50ms", "jitter": "none", "max_attempts": 1000},
@@ -77,11 +83,7 @@ async def test_held_messages_filling_the_window_stall_the_partition(
 ) -> None:
     # Given a window of 3, and key "bad" failing with its 3 events at the head of the partition
     failing = {"on": True}
-
-    def reply(r: Receiver, request: Any, body: bytes) -> Reply:
-        return Reply(503) if failing["on"] and orjson.loads(body)["key"] == "bad" else Reply(200)
-
-    receiver.behaviour = reply
+    receiver.behaviour = failing_key("bad", failing)
     config = await endpoint_config(
         [{"name": "ledger", "ordering": "key", "partitions": 1, "partition_prefetch": 3, "circuit": NO_CIRCUIT}],
         retry={"base": "30ms", "cap": "30ms", "jitter": "none", "max_attempts": 1000},
