@@ -102,7 +102,7 @@ class EndpointConsumers:
         """
         lanes = self._lanes.get(name)
         if lanes is not None:
-            lanes.hand_back()
+            await lanes.hand_back_now()
             return lanes
         tag = self._consumer_tags.pop(name, None)
         if tag is not None:

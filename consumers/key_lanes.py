@@ -113,6 +113,17 @@ class PartitionLanes:
             self._returning.set()
             self._maybe_returned()
 
+    async def hand_back_now(self) -> None:
+        """``hand_back``; with no lane running, close in the caller's task (whose time bound then covers it)."""
+        self._returning.set()
+        if self._running or self._finishing is not None:
+            self._maybe_returned()
+            return
+        self._finishing = asyncio.current_task()
+        self._lanes.clear()
+        self._delivered_at.clear()
+        await self._finish()
+
     def _maybe_returned(self) -> None:
         if self.returning and not self._running and self._finishing is None:
             self._lanes.clear()
