@@ -1,7 +1,8 @@
 """Ordered beside unordered: each workload to an ordered endpoint (32 partitions, per-key lanes) and to an
 unordered one, interleaved run by run, with the ratio taken pair by pair.
 
-    .venv/bin/python bench/ordered.py [--runs 3] [--workloads happy,flaky,slow] [--loop uvloop] [--port 18089]
+    .venv/bin/python bench/ordered.py [--runs 3] [--workloads happy,flaky,slow] [--loop uvloop] [--scale 1]
+                                      [--port 18089]
 
 Same receiver, publisher, event counts and 1,000 keys as bench/run.py. The unordered endpoint has concurrency
 (prefetch) 512; the ordered one 32 partitions of partition_prefetch 16, so 512 in flight at most, too. Prints
@@ -32,7 +33,7 @@ from bench.run import PY, WORKLOADS, System, ceilings, median, one_run, per_run_
 TARGETS = {"happy": 0.9, "flaky": 0.6, "slow": 0.8}  # ordered / unordered, deliveries/s (issue 13)
 
 
-async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool) -> None:
+async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, scale: float) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-ordered-"))
     port = str(harness.PORT)
     receiver = await start([PY, str(ROOT / "bench" / "receiver.py"), "--port", port], workdir / "r.log", b"")
@@ -50,6 +51,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool) -> 
         print(
             f"# Warren ordered vs unordered · {platform.node()} · {os.cpu_count()} cores · Python "
             f"{platform.python_version()} · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')} · {loop}"
+            f" · event counts × {scale:g}"
         )
         if not skip_ceilings:
             rows = [await ceilings(workdir) for _ in range(runs)]
@@ -62,7 +64,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool) -> 
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
-            unordered = WORKLOADS[name]
+            unordered = replace(WORKLOADS[name], count=max(100, round(WORKLOADS[name].count * scale)))
             ordered = replace(unordered, name=f"{name}-ordered", ordered=True)
             results: dict[str, list[dict[str, float]]] = {"unordered": [], "ordered": []}
             for _ in range(runs):  # interleaved: drift in the machine's speed hits both alike
@@ -88,7 +90,8 @@ if __name__ == "__main__":
     parser.add_argument("--workloads", default="happy,flaky,slow")
     parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
     parser.add_argument("--skip-ceilings", action="store_true")
+    parser.add_argument("--scale", type=float, default=1.0, help="event counts × this (a busy machine: 0.25)")
     parser.add_argument("--port", type=int, default=harness.PORT, help="the receiver's (another run may hold 18089)")
     a = parser.parse_args()
     harness.PORT = a.port
-    asyncio.run(main(a.runs, a.workloads.split(","), a.loop, a.skip_ceilings))
+    asyncio.run(main(a.runs, a.workloads.split(","), a.loop, a.skip_ceilings, a.scale))
