@@ -51,7 +51,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, sca
         print(
             f"# Warren ordered vs unordered · {platform.node()} · {os.cpu_count()} cores · Python "
             f"{platform.python_version()} · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')} · {loop}"
-            f" · event counts × {scale:g}"
+            f" · event counts x {scale:g}"
         )
         if not skip_ceilings:
             rows = [await ceilings(workdir) for _ in range(runs)]
@@ -90,7 +90,7 @@ if __name__ == "__main__":
     parser.add_argument("--workloads", default="happy,flaky,slow")
     parser.add_argument("--loop", default="uvloop", choices=["uvloop", "asyncio"])
     parser.add_argument("--skip-ceilings", action="store_true")
-    parser.add_argument("--scale", type=float, default=1.0, help="event counts × this (a busy machine: 0.25)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies the event counts (a busy machine: 0.25)")
     parser.add_argument("--port", type=int, default=harness.PORT, help="the receiver's (another run may hold 18089)")
     a = parser.parse_args()
     harness.PORT = a.port
