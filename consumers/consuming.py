@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,8 +21,14 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.consumers.key_lanes import PartitionLanes
 from warren.topology.config import Endpoint
+from warren.topology.errors import describe
 
 __all__ = ["EndpointConsumers"]
+
+log = logging.getLogger("warren.worker")
+
+REOPEN_TRIES = 30  # a handed-back partition is consumed again on a fresh channel; tries, REOPEN_PAUSE apart
+REOPEN_PAUSE = 1.0
 
 
 class EndpointConsumers:
@@ -84,8 +91,17 @@ class EndpointConsumers:
         if self._lanes.get(name) is not lanes:
             return
         await self._close_partition(name)
-        if self._accepting and self.paused_reason is None and name in self.assigned:
-            await self._consume(name)
+        for _ in range(REOPEN_TRIES):
+            if not (self._accepting and self.paused_reason is None and name in self.assigned):
+                return
+            try:
+                await self._consume(name)
+                return
+            except Exception as exc:  # the link is down, most likely: the partition stays claimed, so try again
+                log.warning("could not consume %s again (%s); retrying", name, describe(exc))
+                await self._close_partition(name)
+                await asyncio.sleep(REOPEN_PAUSE)
+        log.error("partition %s not consumed again after %d tries", name, REOPEN_TRIES)
 
     async def _close_partition(self, name: str) -> None:
         self._lanes.pop(name, None)
