@@ -6,7 +6,7 @@ arrived tags that are all settled (acked, or settled another way such as a nack)
 behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
 never holds the prefetch window hostage.
 
-Unordered work queues only: an ordered partition has prefetch 1 and must ack at once to get its next message.
+One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
 """
 
 from __future__ import annotations
@@ -78,6 +78,25 @@ class AckBatcher:
             self._timer.cancel()
             self._timer = None
         await self._send()
+
+    async def close(self) -> None:
+        """Send every ack still waiting, stragglers included, and stop: the channel is about to be closed.
+
+        Nothing is sent on the channel after this returns (an ack sent on a closed channel's number, reused by
+        the next channel opened, is a connection error: ``CHANNEL_ERROR - expected 'channel.open'``).
+        """
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushing is not None and not self._flushing.done():
+            with contextlib.suppress(Exception):
+                await self._flushing
+        self.straggler_after = 0.0
+        await self._send()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._reset(None)
 
     def _reset(self, channel: Any) -> None:
         self._channel = channel

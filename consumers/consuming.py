@@ -1,8 +1,9 @@
 """The consumer and channel bookkeeping of one endpoint: which queues are consumed, on which channels.
 
 An unordered endpoint consumes its work queue on one channel (competing consumers, prefetch = concurrency).
-An ordered endpoint consumes each partition it is assigned on a channel of its own with prefetch 1: closing
-that channel is how a held message goes back to the *head* of its partition. A quorum queue puts a nacked
+An ordered endpoint consumes each partition it is assigned on a channel of its own with a prefetch window
+(``partition_prefetch``), its deliveries dispatched to per-key lanes (consumers/key_lanes.py). Closing that
+channel is how held messages go back to the *head* of their partition, in order. A quorum queue puts a nacked
 message at the *back* (checked on 3.10.8), which would let the messages behind it overtake it.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,9 +19,16 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
 from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.consumers.key_lanes import PartitionLanes
 from warren.topology.config import Endpoint
+from warren.topology.errors import describe
 
 __all__ = ["EndpointConsumers"]
+
+log = logging.getLogger("warren.worker")
+
+REOPEN_TRIES = 30  # a handed-back partition is consumed again on a fresh channel; tries, REOPEN_PAUSE apart
+REOPEN_PAUSE = 1.0
 
 
 class EndpointConsumers:
@@ -32,12 +41,12 @@ class EndpointConsumers:
         self._connection: AbstractRobustConnection | None = None
         self._consume_channel: AbstractChannel | None = None  # the work queue's (unordered endpoints)
         self._partition_channels: dict[str, AbstractChannel] = {}  # ordered endpoints: one per partition
+        self._lanes: dict[str, PartitionLanes] = {}  # ordered endpoints: the lanes of each partition channel
         self._tag_queue: dict[str, str] = {}  # consumer tag -> queue name, kept after the consumer is gone
         self._queues: dict[str, AbstractQueue] = {}
         self._consumer_tags: dict[str, str] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._busy: dict[str, int] = {}  # consumer tag -> messages being delivered
-        self._cancel_when_idle: set[str] = set()  # consumer tags to cancel once their message is settled
         self._accepting = False
         self.paused_reason: str | None = None
         self.assigned: list[str] = list(self.queue_names)
@@ -57,36 +66,65 @@ class EndpointConsumers:
         """Consume every assigned queue (all of this endpoint's unless partition claims assign fewer)."""
         self._accepting = True
         self.paused_reason = None
-        # Resumed before a busy partition's deferred cancel ran: keep that consumer, it is wanted again.
-        self._cancel_when_idle.clear()
         for name in self.assigned:
             await self._consume(name)
 
     async def _consume(self, name: str) -> None:
         if name in self._consumer_tags:
-            return
-        if self.ordered:
-            # A partition gets a channel of its own, prefetch 1: nothing behind a held message is delivered.
+            return  # consumed already, or being handed back (consumed again once its channel is closed)
+        if not self.ordered:
+            tag = await self._queues[name].consume(self._on_message)
+        else:
+            # A partition gets a channel of its own: its prefetch is the window its key lanes share.
             assert self._connection is not None
             channel = await self._connection.channel()
-            await channel.set_qos(prefetch_count=1)
+            await channel.set_qos(prefetch_count=self.endpoint.partition_prefetch)
             self._partition_channels[name] = channel
             self._queues[name] = await channel.get_queue(name, ensure=True)
-        tag = await self._queues[name].consume(self._on_message)
+            lanes = self._lanes[name] = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
+            tag = await self._queues[name].consume(lanes.dispatch)
         self._consumer_tags[name] = tag
         self._tag_queue[tag] = name
 
-    async def _cancel(self, name: str) -> None:
-        """Stop consuming ``name``. A partition's channel is closed, which returns a held message to its head."""
-        tag = self._consumer_tags.pop(name, None)
-        if tag is None:
+    async def _returned(self, name: str, lanes: PartitionLanes) -> None:
+        """A handed-back partition has no lane running: close its channel, consume again if still served."""
+        if self._lanes.get(name) is not lanes:
             return
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-            channel = self._partition_channels.pop(name, None)
-            if channel is not None:
+        await self._close_partition(name)
+        for _ in range(REOPEN_TRIES):
+            if not (self._accepting and self.paused_reason is None and name in self.assigned):
+                return
+            try:
+                await self._consume(name)
+                return
+            except Exception as exc:  # the link is down, most likely: the partition stays claimed, so try again
+                log.warning("could not consume %s again (%s); retrying", name, describe(exc))
+                await self._close_partition(name)
+                await asyncio.sleep(REOPEN_PAUSE)
+        log.error("partition %s not consumed again after %d tries", name, REOPEN_TRIES)
+
+    async def _close_partition(self, name: str) -> None:
+        self._lanes.pop(name, None)
+        self._consumer_tags.pop(name, None)
+        channel = self._partition_channels.pop(name, None)
+        if channel is not None and not channel.is_closed:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
                 await channel.close()
-            else:
+
+    async def _cancel(self, name: str) -> PartitionLanes | None:
+        """Stop consuming ``name``. A partition is handed back: its channel closes once no lane is running.
+
+        Returns the partition's lanes, whose ``returned`` is set when that has happened.
+        """
+        lanes = self._lanes.get(name)
+        if lanes is not None:
+            await lanes.hand_back_now()
+            return lanes
+        tag = self._consumer_tags.pop(name, None)
+        if tag is not None:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
                 await self._queues[name].cancel(tag)
+        return None
 
     async def assign(self, name: str) -> None:
         """This worker now owns partition ``name``: consume it unless the endpoint is paused."""
@@ -95,30 +133,30 @@ class EndpointConsumers:
         if self.paused_reason is None and self._accepting:
             await self._consume(name)
 
-    async def _cancel_tag(self, tag: str) -> None:
-        for name, current in list(self._consumer_tags.items()):
-            if current == tag:
-                await self._cancel(name)
-
     async def unassign(self, name: str) -> None:
-        """Give partition ``name`` up: cancel its consumer (deliveries arriving after are handed back)."""
+        """Give partition ``name`` up: stop consuming it, and for a partition wait until its channel is closed.
+
+        The claim must outlive the channel: another worker's consumer becomes active as the channel closes, and
+        it must not while an attempt of this partition is still in flight here (bounded by the endpoint's timeout).
+        """
         if name in self.assigned:
             self.assigned.remove(name)
-        await self._cancel(name)
+        lanes = await self._cancel(name)
+        if lanes is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lanes.returned.wait(), self.endpoint.timeout + 5)
 
     async def stop_consuming(self) -> None:
         """Cancel every consumer; messages already delivered but not started are handed back as they arrive.
 
-        A partition whose message is still being delivered keeps its consumer until that message is settled:
-        cancelling a single-active consumer makes the next one active at once, and it would overtake the
-        message still held here.
+        A partition is handed back as a whole: its lanes start nothing new and stop waiting to retry, attempts in
+        flight finish and settle, then its channel closes and RabbitMQ puts the rest back at its head, in order.
+        Cancelling its consumer earlier would make another single-active consumer active at once, and it would
+        overtake the messages still held here.
         """
         self._accepting = False
         for name in list(self._consumer_tags):
-            if self.ordered and self.busy(name):
-                self._cancel_when_idle.add(self._consumer_tags[name])
-            else:
-                await self._cancel(name)
+            await self._cancel(name)
 
     async def pause(self, reason: str) -> None:
         """Stop consuming: messages wait in RabbitMQ, neither attempted nor dead-lettered."""
@@ -137,8 +175,18 @@ class EndpointConsumers:
 
     def busy(self, queue_name: str) -> bool:
         """Whether a message of this queue is being delivered (or held for a retry in place) right now."""
+        lanes = self._lanes.get(queue_name)
+        if lanes is not None:
+            return lanes.busy
         tag = self._consumer_tags.get(queue_name)
         return tag is not None and self._busy.get(tag, 0) > 0
+
+    def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
+        """The lanes a partition's delivery was dispatched to (None once its channel is gone)."""
+        name = self._tag_queue.get(message.consumer_tag or "")
+        if name is None or self._consumer_tags.get(name) != message.consumer_tag:
+            return None
+        return self._lanes.get(name)
 
     def accepts(self, message: AbstractIncomingMessage) -> bool:
         """Whether a delivery may be handled: not one that arrived after a pause or cancel began."""
@@ -150,24 +198,21 @@ class EndpointConsumers:
         self._busy[tag] = self._busy.get(tag, 0) + 1
         return tag
 
-    async def ended(self, tag: str, task: asyncio.Task[Any]) -> None:
+    def ended(self, tag: str, task: asyncio.Task[Any]) -> None:
         self._in_flight.discard(task)
         self._busy[tag] -= 1
-        if tag in self._cancel_when_idle and not self._busy[tag]:
-            self._cancel_when_idle.discard(tag)
-            await self._cancel_tag(tag)
 
-    async def return_partition(self, message: AbstractIncomingMessage) -> bool:
-        """Hand a partition's message back to its head: close its channel, consume again if still served.
+    def return_partition(self, message: AbstractIncomingMessage) -> bool:
+        """Hand a partition's message back to its head, with every other unsettled one of that partition.
 
-        Returns whether it was (False when its consumer is already gone, which returned it by itself).
+        Its lanes stop (consumers/key_lanes.py), then its channel closes, and the partition is consumed again
+        on a fresh channel if it is still served. Returns whether it was handed back (False when its channel
+        is gone already, which returned it by itself).
         """
-        name = self._tag_queue.get(message.consumer_tag or "")
-        if name is None or self._consumer_tags.get(name) != message.consumer_tag:
+        lanes = self.lanes_of(message)
+        if lanes is None or lanes.returning:
             return False
-        await self._cancel(name)
-        if self._accepting and self.paused_reason is None and name in self.assigned:
-            await self._consume(name)
+        lanes.hand_back()
         return True
 
     async def wait_in_flight(self, grace: float) -> int:
@@ -182,13 +227,16 @@ class EndpointConsumers:
                 await asyncio.wait(still, timeout=5)
         return len(still)
 
+    async def flush_partition_acks(self) -> None:
+        """Send the partitions' batched acks now (before their channels close)."""
+        for lanes in list(self._lanes.values()):
+            await lanes.acks.flush()
+
     async def close_consuming(self) -> None:
+        for lanes in list(self._lanes.values()):
+            await lanes.acks.close()
         for name in list(self._partition_channels):
-            self._consumer_tags.pop(name, None)
-            partition_channel = self._partition_channels.pop(name)
-            if not partition_channel.is_closed:
-                with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-                    await partition_channel.close()
+            await self._close_partition(name)
         if self._consume_channel is not None and not self._consume_channel.is_closed:
             with contextlib.suppress(*CONNECTION_EXCEPTIONS):
                 await self._consume_channel.close()

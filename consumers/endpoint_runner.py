@@ -18,6 +18,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
+from warren.consumers.ack_batcher import AckBatcher
 from warren.consumers.attempt_log import log_attempt
 from warren.consumers.consuming import EndpointConsumers
 from warren.consumers.decision import (
@@ -39,6 +40,7 @@ from warren.consumers.delivery import (
     parse_delivery,
 )
 from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked
+from warren.consumers.key_lanes import PartitionLanes
 from warren.consumers.settling import MOVE_FAILURE_PAUSE, Settler
 from warren.consumers.transport import Outcome, SendResult, Transport, failed_result
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -83,9 +85,12 @@ class EndpointRunner(EndpointConsumers):
             return_partition=self._return_partition,
             settled=self._settled,
             clock=clock,
+            partition_acks=self._partition_acks if self.ordered else None,
         )
-        # Attempts of messages handed back at the ordered hold limit: event id -> (attempts, first ms, history).
+        # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back): event id ->
+        # (attempts, first ms, history), and when their next attempt is due (time.monotonic).
         self._held_before: dict[str, Held] = {}
+        self._due: dict[str, float] = {}
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def open(self, connection: AbstractRobustConnection) -> None:
@@ -98,6 +103,7 @@ class EndpointRunner(EndpointConsumers):
         still = await self.wait_in_flight(grace)
         if self.settler.acks is not None:
             await self.settler.acks.flush()  # before the channel closes, or finished deliveries would come back
+        await self.flush_partition_acks()
         return still
 
     async def close(self) -> None:
@@ -127,7 +133,7 @@ class EndpointRunner(EndpointConsumers):
         except Exception as exc:
             await self._failed_handling(message, exc)
         finally:
-            await self.ended(tag, task)
+            self.ended(tag, task)
 
     def _parse(self, message: AbstractIncomingMessage) -> Delivery:
         return parse_delivery(
@@ -180,15 +186,22 @@ class EndpointRunner(EndpointConsumers):
         await self._settle(message, delivery, decision, result, attempt_ms)
 
     async def _deliver_in_place(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:
-        """Ordered: retry while holding the message unacked, so nothing behind it in the partition overtakes it.
+        """Ordered: retry holding the message unacked in its key's lane: no later event of the key overtakes it.
 
-        The hold is bounded by ``delivery.ordered_hold_limit``, below RabbitMQ's ``consumer_timeout`` (30 min by
-        default): past it the message is handed back to the head of its partition (its headers cannot change
-        while it is held) and this runner remembers its attempts, so that the next delivery of it continues the
-        schedule. Another worker taking it over starts from the headers' count; ``max_age`` bounds it either way.
+        The lane (consumers/key_lanes.py) holds only this key; other keys of the partition flow. Every hold is
+        bounded by ``delivery.ordered_hold_limit``, counted from the delivery (RabbitMQ's ``consumer_timeout``, 30
+        min by default, counts from there): when the next retry would pass it, the whole partition is handed
+        back (its unsettled messages return to its head in order) and this runner remembers the attempts and
+        when the next one is due, so that the next delivery of the message continues the schedule. Another
+        worker taking it over starts from the headers' count; ``max_age`` bounds it either way.
         """
-        held_since = time.monotonic()
+        lanes = self.lanes_of(message)
+        if lanes is None:  # its channel is gone: RabbitMQ has it back already
+            return
+        held_since = lanes.held_since(message)
         attempts, first_ms, history = self._recall(delivery)
+        if not await self._wait_due(message, delivery, lanes, held_since):
+            return
         while True:
             current = delivery.continued(attempts, first_ms, history)
             result, attempt_ms = await self._attempt(current)
@@ -202,28 +215,57 @@ class EndpointRunner(EndpointConsumers):
             except Exception as exc:  # an observer failed: this attempt counts as failed, and it continues
                 await self._failed_handling(message, exc, (current.attempts_made, first_ms, history[:-1]))
                 return
-            if isinstance(decision, Retry):
-                await asyncio.sleep(decision.delay)
-                continue
-            if isinstance(decision, HandBack) and decision.remember:
-                log.warning(
-                    "hold limit reached; handing %s back to the head of its partition",
-                    delivery.event_id,
-                    extra={"endpoint": self.endpoint.name, "attempt": attempts},
-                )
-                self._remember(delivery.event_id, (attempts, first_ms, history))
+            if isinstance(decision, Retry) or (isinstance(decision, HandBack) and decision.remember):
+                delay = decision.delay if isinstance(decision, Retry) else decision.after
+                due = time.monotonic() + delay
+                if isinstance(decision, Retry) and not await lanes.wait(delay):
+                    continue
+                # The hold limit, or the partition is being handed back: keep the count and the due time.
+                self._remember(delivery.event_id, (attempts, first_ms, history), due=due)
+                if isinstance(decision, HandBack):
+                    log.warning(
+                        "hold limit reached; handing %s back to the head of its partition (next attempt in %.1fs)",
+                        delivery.event_id,
+                        delay,
+                        extra={"endpoint": self.endpoint.name, "attempt": attempts},
+                    )
+                    await self.settler.hand_back(message)
+                return
+            self._forget(delivery.event_id)
             await self._settle(message, current, decision, result, attempt_ms)
             return
 
-    def _recall(self, delivery: Delivery) -> Held:
-        return self._held_before.pop(
-            delivery.event_id, (delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history))
-        )
+    async def _wait_due(
+        self, message: AbstractIncomingMessage, delivery: Delivery, lanes: PartitionLanes, held_since: float
+    ) -> bool:
+        """Wait for a remembered message's next attempt, within the hold limit. False: do not attempt now."""
+        due = self._due.get(delivery.event_id)
+        if due is None:
+            return True
+        budget = self.delivery.ordered_hold_limit - (time.monotonic() - held_since)
+        if await lanes.wait(min(due - time.monotonic(), budget)):
+            return False  # the partition is being handed back; the memory stays
+        if time.monotonic() + 0.001 >= due:
+            return True
+        await self._give_back(message, delivery, HandBack("the ordered hold limit was reached"))  # a delay past it
+        return False
 
-    def _remember(self, event_id: str, held: Held) -> None:
-        if len(self._held_before) >= HELD_MEMORY:
-            self._held_before.pop(next(iter(self._held_before)))
+    def _recall(self, delivery: Delivery) -> Held:
+        held = self._held_before.get(delivery.event_id)
+        if held is None:
+            return delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history)
+        return held[0], held[1], list(held[2])
+
+    def _remember(self, event_id: str, held: Held, due: float | None = None) -> None:
+        if event_id not in self._held_before and len(self._held_before) >= HELD_MEMORY:
+            self._forget(next(iter(self._held_before)))
         self._held_before[event_id] = held
+        if due is not None:
+            self._due[event_id] = due
+
+    def _forget(self, event_id: str) -> None:
+        self._held_before.pop(event_id, None)
+        self._due.pop(event_id, None)
 
     async def _attempt(self, delivery: Delivery) -> tuple[SendResult, int]:
         """One attempt through the gates and the transport. Anything unexpected becomes a failed result."""
@@ -343,8 +385,12 @@ class EndpointRunner(EndpointConsumers):
         else:
             await self.settler.hand_back(message)
 
+    def _partition_acks(self, message: AbstractIncomingMessage) -> AckBatcher | None:
+        lanes = self.lanes_of(message)
+        return lanes.acks if lanes is not None else None
+
     async def _return_partition(self, message: AbstractIncomingMessage) -> None:
-        if await self.return_partition(message):
+        if self.return_partition(message):
             self._settled("handed-back")
 
     async def _failed_handling(
@@ -380,10 +426,13 @@ class EndpointRunner(EndpointConsumers):
         # Observers are not told: one of them may be what failed.
         self._report(current, attempts + 1, result, decision, attempt_ms, observers=False)
         if self.ordered and isinstance(decision, Retry | HandBack):
-            # A partition's message cannot go through the delay chain: remember the attempt, wait, hand back.
-            history.append(history_record(attempt_ms, 0, result.error, 0.0))
-            self._remember(delivery.event_id, (attempts + 1, first_ms or attempt_ms, history))
-            await asyncio.sleep(decision.delay if isinstance(decision, Retry) else decision.after)
+            # A partition's message cannot go through the delay chain: remember the attempt and when the next is
+            # due, and hand the partition back (its next delivery waits for that).
+            history = [*history, history_record(attempt_ms, 0, result.error, 0.0)]
+            delay = decision.delay if isinstance(decision, Retry) else decision.after
+            self._remember(
+                delivery.event_id, (attempts + 1, first_ms or attempt_ms, history), due=time.monotonic() + delay
+            )
             await self._give_back(message, current, HandBack(f"failed: {result.reason}"))
             return
         await self._settle(message, current, decision, result, attempt_ms)

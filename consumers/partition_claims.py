@@ -7,8 +7,9 @@ that starts first would own every partition. Instead each worker claims a fair s
   worker consumes (read exactly with a passive declare);
 - a claim on partition p is an exclusive queue ``<partition>.owner`` on a connection of its own, so a worker
   that dies loses its claims with its connection and the others take them over at their next round;
-- a worker with more than its share releases idle partitions: it cancels the consumer first, then drops the
-  claim, so the next owner never becomes active while a message of that partition is still held.
+- a worker with more than its share releases partitions, idle ones first: it hands the partition back first
+  (its lanes settle what is in flight, then its channel closes and RabbitMQ returns the rest to its head in
+  order), then drops the claim, so the next owner never becomes active while a message of it is in flight.
 
 Single active consumer stays on every partition queue as the safety net: two consumers during a hand-over
 still deliver one at a time.
@@ -157,11 +158,12 @@ class PartitionClaims:
                     self.owned.append(partition)
                     await self.runner.assign(partition)
         elif len(self.owned) > target:
-            for partition in list(self.owned):
+            # Idle partitions first. A busy one is handed back whole: its lanes start nothing new, finish the
+            # attempts in flight, then its channel closes; unassign returns after that, and only then does the
+            # claim go, so the next owner never becomes active while a message of the partition is in flight here.
+            for partition in sorted(self.owned, key=self.runner.busy):
                 if len(self.owned) <= target:
                     break
-                if self.runner.busy(partition):
-                    continue
                 await self.runner.unassign(partition)
                 self.owned.remove(partition)
                 assert self._channel is not None

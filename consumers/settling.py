@@ -47,6 +47,7 @@ class Settler:
         return_partition: Callable[[AbstractIncomingMessage], Awaitable[None]],
         settled: Callable[[Settlement], None],
         clock: Callable[[], float],
+        partition_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.ordered = ordered
@@ -55,8 +56,10 @@ class Settler:
         self._return_partition = return_partition
         self._settled = settled
         self._clock = clock
-        # Unordered queues batch their acks; a partition (prefetch 1) must ack at once to get its next message.
+        # Acks are batched per consumer channel: the work queue's here; each partition's in its lanes
+        # (``partition_acks`` finds them; None when the partition's channel is gone: then ack on its own).
         self.acks: AckBatcher | None = None if ordered else AckBatcher()
+        self._partition_acks = partition_acks
         self._channel: ConfirmChannel | None = None
         self._delay_exchange = ""
         self._dead_exchange = ""
@@ -76,8 +79,9 @@ class Settler:
 
     async def ack(self, message: AbstractIncomingMessage, how: Settlement = "acked") -> None:
         try:
-            if self.acks is not None:
-                await self.acks.ack(message)
+            batcher = self.acks if self._partition_acks is None else self._partition_acks(message)
+            if batcher is not None:
+                await batcher.ack(message)
             else:
                 await message.ack()
             self._settled(how)

@@ -76,6 +76,12 @@ class Endpoint(_Frozen):
     ordering: Literal["none", "key"] = "none"
     partitions: int | None = Field(default=None, ge=1, le=256)
     concurrency: int = Field(default=16, ge=1, le=2048)
+    partition_prefetch: int = Field(
+        default=16,
+        ge=1,
+        le=10_000,
+        description="ordering = 'key': messages a partition holds unacked at once, shared by its keys' lanes",
+    )
     timeout: PositiveDuration = 10.0
     connect_timeout: PositiveDuration = 3.0
     retry: RetryOverride | None = None

@@ -54,7 +54,12 @@ def test_the_example_file_loads_with_the_documented_values(monkeypatch: pytest.M
     assert (acme.name, acme.ordering, acme.concurrency, acme.timeout) == ("acme", "none", 64, 10.0)
     assert acme.events == ("message.*",)
     assert [s.reveal() for s in acme.secret] == [OTHER_SECRET]
-    assert (billing.name, billing.ordering, billing.partition_count) == ("billing", "key", 8)
+    assert (billing.name, billing.ordering, billing.partition_count, billing.partition_prefetch) == (
+        "billing",
+        "key",
+        8,
+        16,
+    )
     assert billing.events == ("order.paid", "order.refunded")
 
 
@@ -65,6 +70,7 @@ def test_the_demo_file_loads_three_local_endpoints_one_ordered() -> None:
     assert (config.retry.base, config.retry.cap, config.retry.max_attempts) == (0.2, 2.0, 4)
     assert all(e.url.startswith("http://127.0.0.1:") for e in config.endpoints)
     assert [e.partition_count for e in config.endpoints if e.ordering == "key"] == [8]
+    assert [e.partition_prefetch for e in config.endpoints if e.ordering == "key"] == [16]  # the default
 
 
 @pytest.mark.parametrize(
@@ -81,6 +87,11 @@ def test_the_demo_file_loads_three_local_endpoints_one_ordered() -> None:
         (BROKER + endpoint(secret="whsec_c2hvcnQ="), "endpoints[0] ('acme').secret", "16 bytes"),
         (BROKER + endpoint(extra="partitions = 4"), "endpoints[0] ('acme')", "partitions"),
         (BROKER + endpoint() + endpoint(), "endpoints", "'acme' appears twice"),
+        (
+            BROKER + endpoint(extra='ordering = "key"\npartition_prefetch = 0'),
+            "endpoints[0] ('acme').partition_prefetch",
+            "greater than or equal to 1",
+        ),
         (BROKER + '[retry]\nbse = "2s"\n', "retry.bse", "Extra inputs are not permitted"),
         (BROKER + '[retyr]\nbase = "2s"\n', "retyr", "Extra inputs are not permitted"),
         (BROKER + endpoint(extra="colour = 'red'"), "endpoints[0] ('acme').colour", "Extra inputs"),
