@@ -1,13 +1,21 @@
 """Live endpoint records: what the admin side announces on ``<prefix>.endpoints`` and workers apply.
 
-One record per change: ``apply`` carries the endpoint's whole configuration (its secrets included: workers sign
-with them and read no database), ``remove`` only its name. The endpoints stream keeps every record; the latest
-``version`` per endpoint wins, so a worker reading the stream from the start, or hearing the broadcast, ends
-with the same set. Versions are epoch milliseconds, bumped past the last one this process wrote.
+One record per change: ``apply`` carries the endpoint's whole configuration, ``remove`` only its name. The
+endpoints stream keeps every record; the latest ``version`` per endpoint wins, so a worker reading the stream from
+the start, or hearing the broadcast, ends with the same set. Versions are epoch milliseconds, bumped past the last
+one this process wrote.
+
+Workers sign with the endpoint's secrets and read no database, so the record carries them, but sealed: each one a
+Fernet token under the store's keys (``[store] keys``, store/keys.py), and the record says so with
+``"sealed": "fernet"``. RabbitMQ keeps the stream on disk; it never holds a secret in plain text. A worker opens
+them with the same keys (any configured key opens a token, so keys rotate as the store's do). A record whose
+secrets are not sealed (written before they were) is refused where a secret is needed, with a clear error; the
+rest of its configuration still counts for ``warren setup``'s plan, which signs nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -17,12 +25,31 @@ from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 from pydantic import ValidationError
 
+from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
+from warren.topology.secrets import UnresolvedSecrets
 
-__all__ = ["APPLY", "REMOVE", "EndpointRecord", "decode_record", "latest_per_endpoint", "next_version"]
+__all__ = [
+    "APPLY",
+    "REMOVE",
+    "SEALED_WITH",
+    "EndpointRecord",
+    "SecretsUnavailable",
+    "decode_record",
+    "latest_per_endpoint",
+    "next_version",
+]
 
 APPLY: Literal["apply"] = "apply"
 REMOVE: Literal["remove"] = "remove"
+log = logging.getLogger("warren.live")
+
+SEALED_WITH = "fernet"  # the record's "sealed": its config's secrets are Fernet tokens under the store's keys
+
+
+class SecretsUnavailable(ValueError):
+    """An apply record's secrets cannot be opened here: no store key, a wrong one, or a record not sealed."""
+
 
 _last_version = 0
 
@@ -42,22 +69,60 @@ class EndpointRecord:
     action: Literal["apply", "remove"]
     version: int
     by: str
-    config: dict[str, Any] | None = None  # the endpoint as JSON (``apply`` only)
+    config: dict[str, Any] | None = None  # the endpoint as JSON (``apply`` only), its secrets sealed
+    sealed: bool = True  # False: an apply record written before secrets were sealed (refused by endpoint_config)
 
     @classmethod
-    def applying(cls, endpoint: Endpoint, by: str) -> EndpointRecord:
-        return cls(endpoint.name, APPLY, next_version(), by, endpoint.model_dump(mode="json", exclude_defaults=True))
+    def applying(cls, endpoint: Endpoint, by: str, sealer: Sealer) -> EndpointRecord:
+        config = endpoint.model_dump(mode="json", exclude_defaults=True)
+        config["secret"] = [sealer.seal(text) for text in config["secret"]]
+        return cls(endpoint.name, APPLY, next_version(), by, config)
 
     @classmethod
     def removing(cls, name: str, by: str) -> EndpointRecord:
         return cls(name, REMOVE, next_version(), by)
 
-    def endpoint_config(self) -> Endpoint:
-        """The endpoint this record applies; ValueError when it cannot be built here (say, a missing env secret)."""
+    def endpoint_config(self, sealer: Sealer | StoreKeyError) -> Endpoint:
+        """The endpoint this record applies, its secrets opened with ``sealer`` (the store's keys).
+
+        ``sealer`` is the StoreKeyError that building it raised when this process has no usable key. Raises
+        SecretsUnavailable when the secrets cannot be opened, ValueError when the endpoint cannot be built here.
+        """
+        config = self._config()
+        if not self.sealed:
+            raise SecretsUnavailable(
+                f"record of {self.endpoint!r} carries its secrets unsealed (written before announcements sealed "
+                "them); refused: apply the endpoint again (`warren endpoint update` or the admin API) to reseal it"
+            )
+        if isinstance(sealer, StoreKeyError):
+            raise SecretsUnavailable(
+                f"endpoint {self.endpoint!r}: its signing secrets are sealed with the store's keys and this process "
+                f"has none usable ({sealer}); give it [store] keys (or WARREN_STORE_KEY) as the admin side has them"
+            )
+        try:
+            opened = [sealer.open(token) if isinstance(token, str) else "" for token in config.get("secret", [])]
+        except StoreKeyError:
+            raise SecretsUnavailable(
+                f"endpoint {self.endpoint!r}: its signing secrets open with none of [store] keys (a wrong key, or "
+                "the key that sealed them was removed); give this process the admin side's keys"
+            ) from None
+        return self._validated({**config, "secret": opened})
+
+    def endpoint_layout(self) -> Endpoint:
+        """The endpoint without its secrets (left sealed, never opened): enough to plan its RabbitMQ objects."""
+        config = self._config()
+        references = tuple(t for t in config.get("secret", []) if isinstance(t, str)) if self.sealed else ("unsealed",)
+        placeholder = UnresolvedSecrets(references or ("none",), f"the secrets of {self.endpoint!r} were not opened")
+        return self._validated({**config, "secret": placeholder})
+
+    def _config(self) -> dict[str, Any]:
         if self.config is None:
             raise ValueError(f"record of {self.endpoint!r} carries no configuration")
+        return self.config
+
+    def _validated(self, config: dict[str, Any]) -> Endpoint:
         try:
-            return Endpoint.model_validate(self.config)
+            return Endpoint.model_validate(config)
         except ValidationError as exc:
             raise ValueError(f"endpoint {self.endpoint!r}: {exc}") from None
 
@@ -65,6 +130,8 @@ class EndpointRecord:
         body = {"endpoint": self.endpoint, "action": self.action, "version": self.version, "by": self.by}
         if self.config is not None:
             body["config"] = self.config
+            if self.sealed:
+                body["sealed"] = SEALED_WITH
         return Message(orjson.dumps(body), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
 
     @classmethod
@@ -82,14 +149,25 @@ class EndpointRecord:
             raise ValueError("an endpoint record has endpoint, action (apply|remove) and an integer version")
         if action == APPLY and not isinstance(config, dict):
             raise ValueError("an apply record carries the endpoint's config")
-        return cls(endpoint, action, version, str(data.get("by", "")), config if action == APPLY else None)
+        sealed = data.get("sealed")
+        if sealed is not None and sealed != SEALED_WITH:
+            raise ValueError(f"secrets sealed with {sealed!r}, unknown here (this release knows {SEALED_WITH!r})")
+        return cls(
+            endpoint,
+            action,
+            version,
+            str(data.get("by", "")),
+            config if action == APPLY else None,
+            sealed=sealed is not None or action != APPLY,
+        )
 
 
 def decode_record(message: AbstractIncomingMessage) -> EndpointRecord | None:
     """The record a message carries; None for a message that is not a record."""
     try:
         return EndpointRecord.from_bytes(message.body)
-    except ValueError:
+    except ValueError as exc:
+        log.warning("a message on the endpoints exchange or stream is not a record this release reads: %s", exc)
         return None
 
 

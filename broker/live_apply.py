@@ -7,7 +7,8 @@ worker hears and the endpoints stream remembers (latest record per endpoint wins
 Apply declares the planner's objects for the one endpoint (topology/planner.py ``endpoint_plan``), idempotently,
 drops the subscription bindings the new configuration no longer has (events or tenant changed), and only then
 announces: a worker that hears of the endpoint finds its queues there. A change of ordering or partitions is
-refused while the queues it would drop hold messages (as ``warren setup`` refuses a differing exchange).
+refused while the queues it would drop hold messages (as ``warren setup`` refuses a differing exchange). The
+record's signing secrets are sealed with the store's keys (``[store] keys``): apply needs them, and refuses without.
 
 Remove announces first (workers stop consuming and hand back what they hold), deletes the endpoint's exchange (no
 event reaches it any more), waits for its consumers to go, then deletes its queues only when empty; with
@@ -36,6 +37,7 @@ from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueDepth, QueueProbe
+from warren.store.keys import StoreKeyError, sealer_from
 from warren.topology import names
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
@@ -169,6 +171,11 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
     """
     _check_address(settings, endpoint)
     _check_delays(settings, endpoint)
+    try:
+        sealer = sealer_from(settings.store.keys)
+    except StoreKeyError as exc:
+        raise LiveApplyError(f"endpoint {endpoint.name!r}: secrets not sealed for the workers: {exc}") from None
+    record = EndpointRecord.applying(endpoint, _by(), sealer)
     prefix = settings.broker.prefix
     plan = endpoint_plan(settings, endpoint)
     # The management API's answer and the AMQP connection are awaited together: apply latency is the sum of
@@ -188,7 +195,7 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
         await declare_plan(connection, plan)
         if stale:
             await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
-        await _announce(connection, prefix, EndpointRecord.applying(endpoint, _by()))
+        await _announce(connection, prefix, record)
         if dropped:
             try:
                 await _retire(connection, settings, endpoint.name, list(dropped), force=False)

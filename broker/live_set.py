@@ -16,7 +16,6 @@ from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endp
 from warren.broker.stream_read import read_to_end
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.config_fields import _RESOLVE_SIGNING_SECRETS
 
 __all__ = ["announced_endpoints", "with_live_endpoints"]
 
@@ -26,7 +25,7 @@ log = logging.getLogger("warren.live")
 async def announced_endpoints(connection: AbstractConnection, prefix: str) -> dict[str, Endpoint]:
     """Endpoint name -> configuration of every live endpoint applied and not removed (empty without the stream).
 
-    Secrets given as ``env:NAME`` are not resolved here (setup signs nothing); a record that does not validate
+    Their secrets are left sealed (setup signs nothing, and needs no store key); a record that does not validate
     is left out, with a warning.
     """
     stream = names.endpoints_stream(prefix)
@@ -45,17 +44,13 @@ async def announced_endpoints(connection: AbstractConnection, prefix: str) -> di
         with contextlib.suppress(Exception):
             await channel.close()
     live: dict[str, Endpoint] = {}
-    resolving = _RESOLVE_SIGNING_SECRETS.set(False)
-    try:
-        for name, record in latest_per_endpoint(records).items():
-            if record.action != APPLY:
-                continue
-            try:
-                live[name] = record.endpoint_config()
-            except ValueError as exc:
-                log.warning("live endpoint %s left out: %s", name, exc)
-    finally:
-        _RESOLVE_SIGNING_SECRETS.reset(resolving)
+    for name, record in latest_per_endpoint(records).items():
+        if record.action != APPLY:
+            continue
+        try:
+            live[name] = record.endpoint_layout()
+        except ValueError as exc:
+            log.warning("live endpoint %s left out: %s", name, exc)
     return live
 
 

@@ -7,6 +7,11 @@ admin API or its store: while they are down, the worker keeps delivering with th
 
 Endpoints of the worker's own configuration file are the file's: a record naming one is ignored (logged once).
 
+A record's signing secrets are sealed with the store's keys (broker/endpoint_records.py): the worker opens them
+with its ``[store] keys`` (default ``env:WARREN_STORE_KEY``). Without a key that opens them, it logs an error for
+that endpoint (once per problem) and does not serve it (or keeps its last configuration); every other endpoint is
+served as before.
+
 Its connection is its own and plain, like endpoint health's: after a loss it reconnects, re-reads the stream and
 applies whatever changed meanwhile. Every hour it re-appends the latest record of each endpoint it knows, so the
 size-bounded stream only ever drops superseded records.
@@ -26,9 +31,10 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.connection import connect_once
-from warren.broker.endpoint_records import APPLY, EndpointRecord, decode_record
+from warren.broker.endpoint_records import APPLY, EndpointRecord, SecretsUnavailable, decode_record
 from warren.broker.stream_read import read_to_end
 from warren.consumers.health.operator_events import PUBLISH_FAILURES
+from warren.store.keys import Sealer, StoreKeyError, sealer_from
 from warren.topology import names
 from warren.topology.config import Endpoint
 from warren.topology.errors import BrokerUnavailable, TopologyError
@@ -54,6 +60,7 @@ class LiveEndpoints:
         serve: Callable[[Endpoint], Awaitable[None]],
         unserve: Callable[[str], Awaitable[None]],
         file_managed: Collection[str] = (),
+        keys: Sequence[str] = ("env:WARREN_STORE_KEY",),
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -70,11 +77,23 @@ class LiveEndpoints:
         self._loops: list[asyncio.Task[None]] = []
         self._halted = False
         self._ignored: set[str] = set()
+        self.unopened: dict[str, str] = {}  # endpoint -> why its latest record's secrets could not be opened
+        self._sealer: Sealer | StoreKeyError
+        try:
+            self._sealer = sealer_from(keys)
+        except StoreKeyError as exc:
+            self._sealer = exc
 
     async def start(self) -> None:
         """Read the stream, serve the endpoints it holds, and follow the broadcast from then on."""
         if not await self._connect():
             return
+        if isinstance(self._sealer, StoreKeyError):
+            log.warning(
+                "live endpoints: no usable store key (%s); live endpoints, whose secrets are sealed with it, cannot "
+                "be served by this worker (its file's endpoints are)",
+                self._sealer,
+            )
         await self._sync_all()
         self._loops.append(asyncio.create_task(self._refresh_loop(), name="live-endpoints-refresh"))
 
@@ -179,10 +198,17 @@ class LiveEndpoints:
             wanted: Endpoint | None = None
             if record is not None and record.action == APPLY:
                 try:
-                    wanted = record.endpoint_config()
+                    wanted = record.endpoint_config(self._sealer)
+                except SecretsUnavailable as exc:
+                    if self.unopened.get(name) != str(exc):
+                        kept = "last configuration kept" if name in self.serving else "not served"
+                        log.error("live endpoint %s %s: %s", name, kept, exc, extra={"endpoint": name})
+                    self.unopened[name] = str(exc)
+                    return
                 except ValueError as exc:
                     log.error("live endpoint %s: record not applied, last configuration kept: %s", name, exc)
                     return
+            self.unopened.pop(name, None)
             current = self.serving.get(name)
             if current == wanted:
                 return
@@ -215,6 +241,8 @@ class LiveEndpoints:
                 continue
             try:
                 for record in list(self.known.values()):
+                    if not record.sealed:
+                        continue  # never written back with its secrets in plain text
                     await channel.default_exchange.publish(
                         record.to_message(), routing_key=names.endpoints_stream(self.prefix), mandatory=True
                     )

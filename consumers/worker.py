@@ -130,6 +130,7 @@ class Worker:
                 serve=self.serve_endpoint,
                 unserve=self.unserve_endpoint,
                 file_managed=[e.name for e in self.config.endpoints],
+                keys=self.config.store.keys,
             )
             await self.live.start()
         self.ready.set()

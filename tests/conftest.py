@@ -42,6 +42,8 @@ if sys.version_info < (3, 12):
     ast.parse = _parse_without_collection
 
 TEST_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+# The store key of make_config's configurations: live apply seals announced secrets with it, workers open them.
+TEST_STORE_KEY = "yNoS0mDUEt0Uc1ryk8rHQ3zT6cN0zYyMxGxKZ9n6bWo="
 
 # Every fixture that reaches RabbitMQ depends on this one, so a test needs a broker exactly when it is among
 # the fixtures the test uses (directly or through others).
@@ -191,6 +193,7 @@ def make_config(rabbit_server: RabbitServer, amqp_url: str, prefix: str) -> Call
         delivery = {"allow_private_networks": True, **sections.pop("delivery", {})}
         retry = {"base": "100ms", "cap": "1s", "max_attempts": 5, **sections.pop("retry", {})}
         eps = [{"secret": TEST_SECRET, **e} for e in (endpoints or [])]
+        sections.setdefault("store", {"keys": [TEST_STORE_KEY]})
         return WarrenConfig(broker=broker, delivery=delivery, retry=retry, endpoints=eps, **sections)
 
     return build

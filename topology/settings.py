@@ -278,7 +278,8 @@ class StoreSettings(_Frozen):
     """The endpoint store behind the admin API (docs/endpoints.md): where it is and how its secrets are sealed.
 
     ``keys`` are Fernet keys (``warren store generate-key``), literal or ``env:NAME``, resolved when the store
-    is opened (a worker, which needs no store, never needs them): the first encrypts, every one decrypts.
+    is opened, by live apply (it seals the secrets it announces) and by a worker (it opens them; it needs no
+    store, and serves only the file's endpoints without a usable key): the first encrypts, every one decrypts.
     """
 
     url: str | None = Field(default=None, description="sqlite:///PATH or postgresql://...; unset: no store")

@@ -45,6 +45,7 @@ async def test_a_nack_after_the_leader_died_is_answered_with_a_new_channel(
     plain = await connection.channel(publisher_confirms=True, on_return_raises=True)
     confirmed = await ConfirmChannel(connection).open()
     try:
+
         async def plain_publish() -> str:
             try:
                 await plain.default_exchange.publish(aio_pika.Message(b"stale"), routing_key=queue, mandatory=True)

@@ -62,7 +62,11 @@ def rekey(config: ConfigOption = None) -> None:
             await store.close()
 
     count = run(go())
-    console.print(f"store: {count} secret(s) sealed with the first key; older keys can now be removed", highlight=False)
+    console.print(
+        f"store: {count} secret(s) sealed with the first key; older keys can now be removed from the store's "
+        "configuration (workers keep them until each live endpoint is applied again: docs/configuration.md)",
+        highlight=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

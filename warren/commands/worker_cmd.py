@@ -21,7 +21,13 @@ def worker(
         str | None, typer.Option("--log-format", help="text or json (default: worker.log_format).")
     ] = None,
 ) -> None:
-    """Consume the endpoints' queues and deliver webhooks until SIGTERM or SIGINT."""
+    """Consume the endpoints' queues and deliver webhooks until SIGTERM or SIGINT.
+
+    Besides the file's endpoints it serves the live ones (admin API, `warren endpoint create`), whose signing
+    secrets are announced sealed with the store's keys: give it the same [store] keys (by default
+    WARREN_STORE_KEY in its environment). Without a key that opens them it logs an error for each live
+    endpoint, leaves its events queued, and serves the rest.
+    """
     cfg = load(config, signing=True)
     if log_format not in (None, "text", "json"):
         fail("--log-format is text or json", EXIT_USAGE)
