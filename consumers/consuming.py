@@ -29,6 +29,7 @@ log = logging.getLogger("warren.worker")
 
 REOPEN_TRIES = 30  # a handed-back partition is consumed again on a fresh channel; tries, REOPEN_PAUSE apart
 REOPEN_PAUSE = 1.0
+CLOSE_TIMEOUT = 5.0  # seconds a partition channel's close may take (a link that is down answers never)
 
 
 class EndpointConsumers:
@@ -107,9 +108,12 @@ class EndpointConsumers:
         self._lanes.pop(name, None)
         self._consumer_tags.pop(name, None)
         channel = self._partition_channels.pop(name, None)
-        if channel is not None and not channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await channel.close()
+        if channel is not None:
+            # Closed even when the link is down (is_closed is then True already): a robust channel never closed
+            # by its owner is restored with its consumer when the connection comes back, and that zombie consumer,
+            # feeding lanes that are gone, would stay the partition's single active consumer and hold it forever.
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
+                await asyncio.wait_for(channel.close(), CLOSE_TIMEOUT)
 
     async def _cancel(self, name: str) -> PartitionLanes | None:
         """Stop consuming ``name``. A partition is handed back: its channel closes once no lane is running.
