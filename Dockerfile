@@ -10,6 +10,7 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY topology ./topology
 COPY broker ./broker
 COPY consumers ./consumers
+COPY store ./store
 COPY warren ./warren
 # constraints.txt holds the exact versions the tests ran on (scripts/constraints writes it): a rebuild
 # installs the same ones. The postgres extra is the PostgreSQL store of the receiving side (`warren inbox`).

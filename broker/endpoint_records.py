@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
+from warren.topology.errors import WarrenError
 from warren.topology.secrets import UnresolvedSecrets
 
 __all__ = [
@@ -47,7 +48,7 @@ log = logging.getLogger("warren.live")
 SEALED_WITH = "fernet"  # the record's "sealed": its config's secrets are Fernet tokens under the store's keys
 
 
-class SecretsUnavailable(ValueError):
+class SecretsUnavailable(WarrenError, ValueError):
     """An apply record's secrets cannot be opened here: no store key, a wrong one, or a record not sealed."""
 
 

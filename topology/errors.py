@@ -15,6 +15,7 @@ WarrenError
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
 ├── LiveApplyError           a live endpoint change cannot be applied to RabbitMQ as asked
 │   └── EndpointNotEmpty     the endpoint's queues hold messages: removing or re-laying them out is refused
+├── SecretsUnavailable       (broker.endpoint_records) a live record's secrets cannot be opened here; a ValueError
 ├── ManagementError          the management HTTP API refused or failed a request
 ├── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
 ├── ApiError                 (broker.ingest.errors) an ingest API error response: status, code, message
