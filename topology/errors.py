@@ -34,6 +34,7 @@ WarrenError
 ├── StoreUnavailable         (store.engine) the endpoint store cannot be reached or used
 ├── NameTaken                (store.repository) an endpoint of that name is stored already
 ├── LiveApplyMissing         (broker.admin.applier) this build cannot apply endpoints to RabbitMQ live
+├── MalformedBatch           (broker.attempt_records) a message on the attempts queue is not a record batch
 └── _Duplicate               (broker.strict_json) control flow: a JSON object repeats a key
 """
 

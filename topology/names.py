@@ -7,6 +7,8 @@ is stable: the same configuration always yields the same names (``warren setup``
 from __future__ import annotations
 
 __all__ = [
+    "attempts_exchange",
+    "attempts_queue",
     "control_exchange",
     "dead_exchange",
     "delay_due_exchange",
@@ -123,6 +125,16 @@ def control_exchange(prefix: str) -> str:
 def state_queue(prefix: str) -> str:
     """Durable last-value store of endpoint states, read by workers that start later."""
     return f"{prefix}.state"
+
+
+def attempts_exchange(prefix: str) -> str:
+    """Fanout exchange workers publish batches of attempt records on (the attempt log)."""
+    return f"{prefix}.attempts"
+
+
+def attempts_queue(prefix: str) -> str:
+    """Quorum queue that holds attempt-record batches until the attempt-log writer stores them."""
+    return f"{prefix}.attempts"
 
 
 def endpoints_exchange(prefix: str) -> str:

@@ -234,6 +234,18 @@ def _live_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Bindin
     )
 
 
+def _attempt_log_objects(prefix: str, qtype: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    """The attempt log's carrier: workers publish record batches to a fanout exchange; one queue holds them
+    until the writer (in ``warren api``) stores them. Durable like the work queues: a record is not lost while
+    the writer or the store is down, it waits."""
+    exchange, queue = names.attempts_exchange(prefix), names.attempts_queue(prefix)
+    return (
+        [Exchange(exchange, "fanout")],
+        [Queue(queue, queue_arguments(qtype), role="attempt log")],
+        [Binding(exchange, queue, "queue")],
+    )
+
+
 def endpoint_plan(config: WarrenConfig, endpoint: Endpoint) -> Plan:
     """The objects of one endpoint alone (its exchange, queues and bindings): what a live apply declares."""
     exchanges, queues, bindings = _endpoint_objects(config, endpoint)
@@ -261,7 +273,7 @@ def plan_topology(config: WarrenConfig) -> Plan:
         q, b = _inbound_objects(config, source)
         queues += q
         bindings += b
-    for objects in (_health_objects(prefix), _live_objects(prefix)):
+    for objects in (_health_objects(prefix), _live_objects(prefix), _attempt_log_objects(prefix, qtype)):
         e, q, b = objects
         exchanges += e
         queues += q
