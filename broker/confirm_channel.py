@@ -17,13 +17,12 @@ tests/cluster/test_stale_nack.py reproduces the trap on a real cluster.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import Counter
 
-import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractMessage
 
+from warren.broker.channels import close_channel
 from warren.broker.confirm import LINK_ERRORS, Nacked, publish_confirmed
 from warren.topology.errors import PublishError, describe
 
@@ -116,13 +115,9 @@ class ConfirmChannel:
     async def _close(self, channel: AbstractChannel) -> None:
         self._retired.discard(channel)
         del self._in_flight[channel]
-        if not channel.is_closed:
-            with contextlib.suppress(*LINK_ERRORS, aiormq.exceptions.AMQPError):
-                await channel.close()
+        await close_channel(channel)  # even while the link is down (broker/channels.py)
 
     async def close(self) -> None:
         for channel in [*self._retired, *([self._channel] if self._channel is not None else [])]:
-            if not channel.is_closed:
-                with contextlib.suppress(*LINK_ERRORS, aiormq.exceptions.AMQPError):
-                    await channel.close()
+            await close_channel(channel)  # even while the link is down (broker/channels.py)
         self._retired.clear()

@@ -6,13 +6,12 @@ answer at that instant. It does not tell unacknowledged messages: those only the
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.channels import close_channel
 
 __all__ = ["QueueDepth", "QueueProbe"]
 
@@ -61,9 +60,7 @@ class QueueProbe:
 
     async def _discard(self) -> None:
         channel, self._channel = self._channel, None
-        if channel is not None and not channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await channel.close()
+        await close_channel(channel)
 
     async def close(self) -> None:
         await self._discard()

@@ -18,6 +18,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
+from warren.broker.channels import close_channel
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.consumers.key_lanes import PartitionLanes
 from warren.topology.config import Endpoint
@@ -29,7 +30,6 @@ log = logging.getLogger("warren.worker")
 
 REOPEN_TRIES = 30  # a handed-back partition is consumed again on a fresh channel; tries, REOPEN_PAUSE apart
 REOPEN_PAUSE = 1.0
-CLOSE_TIMEOUT = 5.0  # seconds a partition channel's close may take (a link that is down answers never)
 
 
 class EndpointConsumers:
@@ -108,12 +108,9 @@ class EndpointConsumers:
         self._lanes.pop(name, None)
         self._consumer_tags.pop(name, None)
         channel = self._partition_channels.pop(name, None)
-        if channel is not None:
-            # Closed even when the link is down (is_closed is then True already): a robust channel never closed
-            # by its owner is restored with its consumer when the connection comes back, and that zombie consumer,
-            # feeding lanes that are gone, would stay the partition's single active consumer and hold it forever.
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
-                await asyncio.wait_for(channel.close(), CLOSE_TIMEOUT)
+        # Closed even when the link is down (broker/channels.py): a zombie consumer restored with its channel, feeding
+        # lanes that are gone, would stay the partition's single active consumer and hold it forever.
+        await close_channel(channel)
 
     async def _cancel(self, name: str) -> PartitionLanes | None:
         """Stop consuming ``name``. A partition is handed back: its channel closes once no lane is running.
@@ -241,9 +238,7 @@ class EndpointConsumers:
             await lanes.acks.close()
         for name in list(self._partition_channels):
             await self._close_partition(name)
-        if self._consume_channel is not None and not self._consume_channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-                await self._consume_channel.close()
+        await close_channel(self._consume_channel)
 
     @property
     def in_flight(self) -> int:

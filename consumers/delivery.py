@@ -13,6 +13,7 @@ from warren.broker import wire
 from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.topology.errors import WarrenError
 from warren.topology.headers import header_history, header_int
+from warren.topology.redact import redact_urls
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -209,5 +210,6 @@ def dead_headers(
     out[wire.H_DEAD_REASON] = reason[:ERROR_TEXT_LIMIT]
     out[wire.H_DEAD_AT] = now_ms
     if response:
-        out[wire.H_LAST_RESPONSE] = response[:RESPONSE_HEADER_LIMIT]
+        # Redacted before it is cut, so a URL's credentials cannot survive by being cut short of their "@".
+        out[wire.H_LAST_RESPONSE] = redact_urls(response)[:RESPONSE_HEADER_LIMIT]
     return out

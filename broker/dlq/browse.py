@@ -34,6 +34,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
+from warren.broker.channels import close_channel
 from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
@@ -121,9 +122,8 @@ async def hold_messages(
             held.messages, held.behind = delivered[:want], delivered[want:]
         yield held
     finally:
-        if not channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await channel.close()
+        # Even while the link is down: a restored channel would hold the DLQ's messages unacked for good.
+        await close_channel(channel)
 
 
 async def browse(

@@ -93,7 +93,8 @@ def _death(headers: Mapping[str, Any]) -> tuple[str | None, int | None]:
 
 
 def _redacted(value: object) -> str | None:
-    # Letters written before error texts were redacted at the source may still quote a URL's credentials.
+    # Letters written before error texts and response excerpts were redacted at the source may still quote a
+    # URL's credentials.
     text = header_text(value)
     return None if text is None else redact_urls(text)
 
@@ -130,7 +131,7 @@ def dead_letter_from(
         headers=dict(headers),
         body=body,
         envelope=envelope,
-        last_response=header_text(headers.get(wire.H_LAST_RESPONSE)) or None,
+        last_response=_redacted(headers.get(wire.H_LAST_RESPONSE)) or None,
     )
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.channels import close_channel
 from warren.broker.confirm import missing
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect, current_node, nodes_text
 from warren.broker.publisher import Publisher
@@ -126,8 +127,7 @@ class BrokerLink:
                 try:
                     await channel.declare_exchange(self.exchange, passive=True, robust=False)
                 finally:
-                    if not channel.is_closed:
-                        await channel.close()
+                    await close_channel(channel)
         except aiormq.exceptions.ChannelNotFoundEntity:
             return NotReady(
                 "the events exchange does not exist (run `warren setup`)", missing("exchange", self.exchange)

@@ -8,8 +8,15 @@ import orjson
 import pytest
 
 from warren.broker import wire
+from warren.broker.dlq.letters import dead_letter_from
 from warren.consumers.classify import Outcome, classify, parse_retry_after
-from warren.consumers.delivery import MalformedMessage, dead_headers, parse_delivery, retry_headers
+from warren.consumers.delivery import (
+    RESPONSE_HEADER_LIMIT,
+    MalformedMessage,
+    dead_headers,
+    parse_delivery,
+    retry_headers,
+)
 from warren.consumers.egress import ForbiddenAddress, check_url_literal, forbidden_reason
 
 BODY = orjson.dumps({"id": "e1", "type": "a.b", "timestamp": "2026-01-01T00:00:00Z", "data": {}})
@@ -94,6 +101,19 @@ def test_retry_headers_strip_x_death_and_bound_the_history() -> None:
     dead = dead_headers(headers, None, endpoint="acme", reason="malformed message: x")
     assert dead[wire.H_ENDPOINT] == "acme" and dead[wire.H_DEAD_REASON].startswith("malformed")
     assert wire.H_DELIVERY_COUNT not in dead
+
+
+def test_a_dead_letters_response_excerpt_never_keeps_a_urls_credentials() -> None:
+    # An error page that quotes the URL it was asked for, credentials and all, near the excerpt's limit
+    quoted = "https://user:hunter2@hooks.example.com/in?token=s3cret"
+    response = "x" * (RESPONSE_HEADER_LIMIT - 30) + " " + quoted
+    dead = dead_headers({}, None, endpoint="acme", reason="gone", response=response)
+    kept = dead[wire.H_LAST_RESPONSE]
+    assert "hunter2" not in kept and "s3cret" not in kept and "user" not in kept
+    assert kept.startswith("x" * 100) and len(kept) <= RESPONSE_HEADER_LIMIT
+    # And a letter written before that redaction is redacted when it is read
+    old = dead_letter_from(0, b"{}", {wire.H_LAST_RESPONSE: quoted}, "e1", "a.b")
+    assert old.last_response == "https://***@hooks.example.com/in?token=***"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,31 @@
+"""Closing a channel so that it stays closed, whatever state its connection is in.
+
+A robust connection (aio-pika) keeps every channel opened on it and restores each one, with its consumers,
+when it reconnects. A channel is only forgotten when its owner closes it. While the link is down the channel
+already reports ``is_closed``, and code that closes only open channels skips it: the connection comes back
+with the channel too, and with it a consumer nobody reads (one that can hold messages unacked for good, or
+stay a queue's single active consumer) or one more idle channel per outage. So: always close, and bound the
+wait, since a link that is down never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel
+
+from warren.broker.connection import CONNECTION_EXCEPTIONS
+
+__all__ = ["CLOSE_TIMEOUT", "close_channel"]
+
+CLOSE_TIMEOUT = 5.0  # seconds a close may take before it is given up on (the channel is forgotten anyway)
+
+
+async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_TIMEOUT) -> None:
+    """Close ``channel`` even when it already reports closed; never raises for a lost link."""
+    if channel is None:
+        return
+    with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
+        await asyncio.wait_for(channel.close(), timeout)
