@@ -83,12 +83,17 @@ def _text(name: str, value: object, *, required: bool = True) -> str | None:
     return value
 
 
-def delivery_count(headers: Mapping[str, Any]) -> int:
+def delivery_count(headers: Mapping[str, Any], redelivered: bool | None) -> int:
     """How many times RabbitMQ has returned this message to its queue (``x-delivery-count``; 0 when absent).
 
     Quorum queues count every return: a nack with requeue, a closed channel or connection (checked on 3.10.8,
-    which sends 0 on the first delivery, and 4.0.5, which sends no header then).
+    which sends 0 on the first delivery, and 4.0.5, which sends no header then). On a first delivery
+    (``redelivered`` false) the header is not the queue's: a DLQ replay by shovel forwards the count the DLQ
+    copy had (every `dlq list` returns the letters it holds), and 4.0.5 delivers a carried header as it is, where
+    it would count against ``delivery.max_handbacks`` hand-backs that never happened.
     """
+    if not redelivered:
+        return 0
     return max(0, header_int(headers.get(wire.H_DELIVERY_COUNT)) or 0)
 
 

@@ -173,7 +173,7 @@ class EndpointRunner(EndpointConsumers):
             parks=result.outcome is Outcome.RETRY and self._parks_failures(),
             held=held,
             hold_limit=self.delivery.ordered_hold_limit,
-            handbacks=delivery_count(message.headers or {}),
+            handbacks=delivery_count(message.headers or {}, message.redelivered),
             max_handbacks=self.delivery.max_handbacks,
         )
 
@@ -379,7 +379,8 @@ class EndpointRunner(EndpointConsumers):
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         """Hand the message back, unless it has been handed back ``delivery.max_handbacks`` times: then the DLQ."""
-        decision = bounded_hand_back(why, delivery_count(message.headers or {}), self.delivery.max_handbacks)
+        handbacks = delivery_count(message.headers or {}, message.redelivered)
+        decision = bounded_hand_back(why, handbacks, self.delivery.max_handbacks)
         if isinstance(decision, DeadLetter):
             await self.settler.dead_letter(message, delivery, decision.reason)
         else:

@@ -36,7 +36,14 @@ KINDS = [
 FAST = {"base": "10ms", "cap": "40ms", "max_attempts": 3}
 
 
-async def publish_raw(config: WarrenConfig, *, event_id: str, event_type: str = "x.y", key: str = "k") -> None:
+async def publish_raw(
+    config: WarrenConfig,
+    *,
+    event_id: str,
+    event_type: str = "x.y",
+    key: str = "k",
+    carried: dict[str, Any] | None = None,
+) -> None:
     """A Warren-shaped message put on the events exchange by something other than Warren's publisher."""
     body = orjson.dumps(
         {"id": event_id, "type": event_type, "timestamp": "2026-01-01T00:00:00Z", "data": {}, "key": key}
@@ -45,7 +52,7 @@ async def publish_raw(config: WarrenConfig, *, event_id: str, event_type: str = 
     try:
         channel = await connection.channel(publisher_confirms=True)
         exchange = await channel.get_exchange(names.events_exchange(config.broker.prefix))
-        headers = {wire.H_KEY: key, wire.H_PUBLISHED: int(time.time() * 1000)}
+        headers = {wire.H_KEY: key, wire.H_PUBLISHED: int(time.time() * 1000), **(carried or {})}
         message = aio_pika.Message(body, message_id=event_id, type=event_type, headers=headers)
         await exchange.publish(message, routing_key="x.y", mandatory=True)
     finally:
@@ -57,7 +64,7 @@ async def run_with_poison(
     receiver: Receiver,
     publish: Any,
     endpoint: dict[str, Any],
-    poison: list[dict[str, str]],
+    poison: list[dict[str, Any]],
     *,
     hooks: DeliveryHooks | None = None,
     delivery: dict[str, Any] | None = None,
@@ -196,3 +203,25 @@ async def test_hand_backs_are_bounded_by_max_handbacks(
     assert gate.refused == 5
     assert "poison" not in {r.event_id for r in receiver.received}
     assert took < 15
+
+
+@pytest.mark.parametrize("endpoint", KINDS)
+async def test_a_carried_delivery_count_is_not_a_hand_back(
+    endpoint_config, receiver: Receiver, publish, endpoint: dict[str, Any]
+) -> None:
+    # Given a message that arrives with an x-delivery-count it did not earn in this queue (a DLQ replay by shovel
+    # forwards the DLQ copy's; RabbitMQ 4.0.5 delivers it as it is), handed back every time, max_handbacks = 4
+    gate = RefusingGate()
+    dead, _ = await run_with_poison(
+        endpoint_config,
+        receiver,
+        publish,
+        endpoint,
+        [{"event_id": "poison", "carried": {wire.H_DELIVERY_COUNT: 10}}],
+        hooks=DeliveryHooks(gates=[gate]),
+        delivery={"max_handbacks": 4},
+    )
+    # Then it still gets its four hand-backs before the DLQ: the carried count is not taken for the queue's
+    (letter,) = dead
+    assert letter.headers[wire.H_DEAD_REASON].startswith("handed back 4 times"), letter.headers[wire.H_DEAD_REASON]
+    assert gate.refused == 5
