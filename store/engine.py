@@ -7,7 +7,7 @@ Migrations are Alembic's, run on the engine's own connection: on start-up (``sto
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from alembic import command
@@ -19,7 +19,18 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from warren.topology.errors import WarrenError
 
-__all__ = ["StoreUnavailable", "current_revision", "driver_url", "head_revision", "migrate", "open_engine"]
+if TYPE_CHECKING:
+    from warren.topology.config import StoreSettings
+
+__all__ = [
+    "StoreUnavailable",
+    "current_revision",
+    "driver_url",
+    "head_revision",
+    "migrate",
+    "open_engine",
+    "open_store_engine",
+]
 
 _SCRIPTS = "warren.store:migrations"
 VERSION_TABLE = "warren_store_version"
@@ -87,3 +98,17 @@ async def migrate(engine: AsyncEngine) -> tuple[str | None, str | None]:
     except OSError as exc:
         raise StoreUnavailable(f"cannot reach the store: {exc}") from exc
     return before, after
+
+
+async def open_store_engine(settings: StoreSettings) -> AsyncEngine:
+    """The engine of ``settings.url``, migrated first when ``store.migrate`` is on (disposed if that fails)."""
+    if settings.url is None:
+        raise StoreUnavailable("no store configured: set store.url (sqlite:///PATH or postgresql://...)")
+    engine = open_engine(settings.url)
+    try:
+        if settings.migrate:
+            await migrate(engine)
+    except BaseException:
+        await engine.dispose()
+        raise
+    return engine

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from warren.store.engine import StoreUnavailable, migrate, open_engine
+from warren.store.engine import StoreUnavailable, open_store_engine
 from warren.store.keys import Sealer, sealer_from
 from warren.store.records import (
     API,
@@ -81,16 +81,7 @@ class EndpointStore:
     @classmethod
     async def open(cls, settings: StoreSettings) -> EndpointStore:
         """The store of ``settings`` (which must name a url), migrated first when ``store.migrate`` is on."""
-        if settings.url is None:
-            raise StoreUnavailable("no store configured: set store.url (sqlite:///PATH or postgresql://...)")
-        engine = open_engine(settings.url)
-        try:
-            if settings.migrate:
-                await migrate(engine)
-        except BaseException:
-            await engine.dispose()
-            raise
-        return cls(engine, keys=settings.keys)
+        return cls(await open_store_engine(settings), keys=settings.keys)
 
     async def close(self) -> None:
         await self.engine.dispose()

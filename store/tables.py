@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "EndpointRow", "SecretRow", "TenantRow"]
+__all__ = ["AttemptRow", "Base", "EndpointRow", "SecretRow", "TenantRow"]
 
 NAME = 63  # an endpoint or tenant name: a token of at most 63 characters (topology/config_fields.py)
 
@@ -57,3 +57,32 @@ class SecretRow(Base):
     sealed: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class AttemptRow(Base):
+    """One delivery attempt of the attempt log (``broker/attempt_records.py`` describes each field).
+
+    The record's own ``id`` is the key, so a batch stored twice stores each record once. No foreign key to the
+    endpoint: the log outlives a deleted endpoint (until retention), and file endpoints need not be stored.
+    """
+
+    __tablename__ = "warren_attempts"
+    __table_args__ = (
+        Index("ix_warren_attempts_event", "event_id", "attempt", "at"),
+        Index("ix_warren_attempts_endpoint", "endpoint", "at"),
+        Index("ix_warren_attempts_tenant", "tenant", "at"),
+        Index("ix_warren_attempts_at", "at"),  # retention purges by time alone
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String)
+    tenant: Mapped[str | None] = mapped_column(String)
+    endpoint: Mapped[str] = mapped_column(String)
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[float] = mapped_column(Float)
+    status: Mapped[int | None] = mapped_column(Integer)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    next_delay_s: Mapped[float | None] = mapped_column(Float)
+    worker: Mapped[str] = mapped_column(String)

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "attempts_exchange",
     "attempts_queue",
+    "attempts_rejected_queue",
     "control_exchange",
     "dead_exchange",
     "delay_due_exchange",
@@ -135,6 +136,11 @@ def attempts_exchange(prefix: str) -> str:
 def attempts_queue(prefix: str) -> str:
     """Quorum queue that holds attempt-record batches until the attempt-log writer stores them."""
     return f"{prefix}.attempts"
+
+
+def attempts_rejected_queue(prefix: str) -> str:
+    """Where the attempt-log writer moves a message of the attempts queue it cannot store (with the reason)."""
+    return f"{prefix}.attempts.rejected"
 
 
 def endpoints_exchange(prefix: str) -> str:

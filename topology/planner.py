@@ -234,14 +234,35 @@ def _live_objects(prefix: str) -> tuple[list[Exchange], list[Queue], list[Bindin
     )
 
 
+# The attempt log's queue is bounded, so that it never grows without end while no writer runs (no `warren api`
+# with a store): past either bound RabbitMQ drops the oldest batches (drop-head), never a publish. A batch is
+# a few hundred bytes a record; 256 MiB holds about a million attempts. The rejected queue keeps the last
+# malformed batches for an operator to read (docs/endpoints.md, "The attempt log").
+ATTEMPTS_MAX_LENGTH = 1_000_000
+ATTEMPTS_MAX_BYTES = 256 * 1024 * 1024
+ATTEMPTS_REJECTED_MAX_LENGTH = 10_000
+
+
+def _bounded(arguments: Arguments, max_length: int, max_bytes: int | None = None) -> Arguments:
+    bounded: dict[str, str | int | bool] = {**arguments, "x-max-length": max_length, "x-overflow": "drop-head"}
+    if max_bytes is not None:
+        bounded["x-max-length-bytes"] = max_bytes
+    return bounded
+
+
 def _attempt_log_objects(prefix: str, qtype: str) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     """The attempt log's carrier: workers publish record batches to a fanout exchange; one queue holds them
     until the writer (in ``warren api``) stores them. Durable like the work queues: a record is not lost while
-    the writer or the store is down, it waits."""
+    the writer or the store is down, it waits (up to the queue's bound, above). Beside it, the queue where the
+    writer moves what it cannot store."""
     exchange, queue = names.attempts_exchange(prefix), names.attempts_queue(prefix)
+    rejected = names.attempts_rejected_queue(prefix)
     return (
         [Exchange(exchange, "fanout")],
-        [Queue(queue, queue_arguments(qtype), role="attempt log")],
+        [
+            Queue(queue, _bounded(queue_arguments(qtype), ATTEMPTS_MAX_LENGTH, ATTEMPTS_MAX_BYTES), role="attempt log"),
+            Queue(rejected, _bounded(queue_arguments(qtype), ATTEMPTS_REJECTED_MAX_LENGTH), role="attempt log rejects"),
+        ],
         [Binding(exchange, queue, "queue")],
     )
 

@@ -288,6 +288,9 @@ class StoreSettings(_Frozen):
     secret_grace: PositiveDuration = Field(
         default=24 * 3600.0, description="how long a rotated-out secret keeps signing beside the new one"
     )
+    attempt_retention: PositiveDuration = Field(
+        default=7 * 86400.0, description="how long the attempt log keeps a delivery attempt (docs/endpoints.md)"
+    )
 
     @field_validator("url")
     @classmethod

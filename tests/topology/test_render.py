@@ -37,7 +37,7 @@ def text() -> str:
 
 def test_the_tree_follows_a_message_from_the_events_exchange(text: str) -> None:
     lines = text.splitlines()
-    assert lines[0] == "Warren topology (prefix 'warren')  21 exchanges, 20 queues, 35 bindings"
+    assert lines[0] == "Warren topology (prefix 'warren')  21 exchanges, 21 queues, 35 bindings"
     # events exchange first, then each endpoint exchange with its patterns and type, then its queues
     order = [
         "warren.events (topic)",
