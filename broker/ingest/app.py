@@ -229,6 +229,10 @@ def create_app(
 
         add_admin_routes(app, config, applier)
         add_admin_paths(document)
+    if config.store.url is not None:  # the attempt log's writer (after the admin API: it may share its store)
+        from warren.broker.attempt_writer import add_attempt_writer
+
+        add_attempt_writer(app, config)
     app[_OPENAPI] = orjson.dumps(document)
     app.router.add_post("/v1/events", _publish_event, expect_handler=_expect)
     app.router.add_post("/v1/events/batch", _publish_batch, expect_handler=_expect)

@@ -48,9 +48,7 @@ async def test_an_events_attempts_come_in_time_order_across_endpoints(attempts: 
 
 async def test_an_endpoints_attempts_page_newest_first_with_filters(attempts: AttemptLog) -> None:
     # Given 7 attempts at billing (every third delivered, two sharing an instant) and one at another endpoint
-    made = [
-        (delivered if i % 3 == 0 else attempt)(event_id=f"evt_{i}", at=T0 + (i if i != 5 else 4)) for i in range(7)
-    ]
+    made = [(delivered if i % 3 == 0 else attempt)(event_id=f"evt_{i}", at=T0 + (i if i != 5 else 4)) for i in range(7)]
     await attempts.add_many([*made, attempt(endpoint="audit", at=T0 + 3)])
     newest_first = sorted(made, key=lambda e: (e.at, e.id), reverse=True)
     # When paging three at a time
