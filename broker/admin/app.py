@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -18,13 +20,19 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from warren.broker.admin.applier import EndpointApplier
-from warren.broker.admin.paths import ADMIN_PREFIX, admin_enabled, is_admin_path
+from warren.broker.admin.paths import ADMIN_PREFIX, EVENT_ATTEMPTS, admin_enabled, is_admin_path
 from warren.broker.admin.schemas import (
+    EVENT_ID_PATTERN,
+    NAME_PATTERN,
+    AttemptOut,
+    AttemptPage,
+    AttemptQuery,
     EndpointCreated,
     EndpointIn,
     EndpointOut,
     EndpointPage,
     EndpointPatch,
+    EventAttempts,
     ListQuery,
     RevealedSecret,
     RevealedSecrets,
@@ -37,9 +45,11 @@ from warren.broker.admin.schemas import (
     TestOut,
 )
 from warren.broker.admin.service import EndpointService, delivered
+from warren.broker.attempt_records import AttemptEntry
 from warren.broker.ingest.auth import check_authorization, encode_tokens
 from warren.broker.ingest.body import invalid, parse_body, validation_problems
-from warren.broker.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError
+from warren.broker.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError, FieldProblem
+from warren.store.attempts import AttemptLog
 from warren.store.records import StoredEndpoint
 from warren.store.repository import UNREACHABLE, EndpointStore
 from warren.topology.config import WarrenConfig
@@ -53,6 +63,9 @@ INVALID_REQUEST = "invalid_request"
 SWEEP_INTERVAL = 30.0  # seconds between checks for rotated-out secrets whose grace period is over
 
 M = TypeVar("M", bound=BaseModel)
+
+_EVENT_ID = re.compile(EVENT_ID_PATTERN)
+_NAME = re.compile(NAME_PATTERN)
 
 
 class _Handle:
@@ -134,12 +147,7 @@ def _name(request: web.Request) -> str:
 
 async def _list(request: web.Request) -> web.Response:
     service = await _service(request)
-    try:
-        query = ListQuery.model_validate(dict(request.query))
-    except ValidationError as exc:
-        error = invalid(validation_problems(exc))
-        error.code = INVALID_REQUEST
-        raise error from None
+    query = _query(request, ListQuery)
     page = await service.list_endpoints(
         tenant=query.tenant,
         state=query.state,
@@ -238,6 +246,51 @@ async def _test(request: web.Request) -> web.Response:
     )
 
 
+def _attempt(entry: AttemptEntry) -> AttemptOut:
+    return AttemptOut(**{**asdict(entry), "at": _iso(entry.at) or "", "failed": entry.failed})
+
+
+def _query(request: web.Request, model: type[M]) -> M:
+    try:
+        return model.model_validate(dict(request.query))
+    except ValidationError as exc:
+        error = invalid(validation_problems(exc))
+        error.code = INVALID_REQUEST
+        raise error from None
+
+
+def _path_part(request: web.Request, name: str, pattern: re.Pattern[str], what: str) -> str:
+    value = request.match_info[name]
+    if not pattern.fullmatch(value):
+        raise ApiError(422, INVALID_REQUEST, f"{name}: not {what}", [FieldProblem(name, f"not {what}")])
+    return value
+
+
+async def _event_attempts(request: web.Request) -> web.Response:
+    service = await _service(request)
+    event_id = _path_part(request, "event_id", _EVENT_ID, "an event id (1-200 letters, digits, '_-.:')")
+    entries = await AttemptLog(service.store.engine).for_event(event_id)
+    return _json(EventAttempts(event_id=event_id, data=[_attempt(e) for e in entries]))
+
+
+async def _endpoint_attempts(request: web.Request) -> web.Response:
+    service = await _service(request)
+    query = _query(request, AttemptQuery)
+    name = _path_part(request, "name", _NAME, "an endpoint name")
+    try:
+        page = await AttemptLog(service.store.engine).for_endpoint(
+            name,
+            failed_only=query.status == "failed",
+            since=query.since,
+            until=query.until,
+            limit=query.limit,
+            cursor=query.cursor,
+        )
+    except ValueError as exc:
+        raise ApiError(422, INVALID_REQUEST, str(exc), [FieldProblem("cursor", str(exc))]) from None
+    return _json(AttemptPage(data=[_attempt(e) for e in page.entries], next_cursor=page.next_cursor))
+
+
 async def _sweep(app: web.Application) -> None:
     """Every SWEEP_INTERVAL: stop signing with rotated-out secrets whose grace period is over."""
     while True:
@@ -270,6 +323,8 @@ def add_admin_routes(app: web.Application, config: WarrenConfig, applier: Endpoi
     for action in ("pause", "resume", "disable", "enable"):
         router.add_post(ADMIN_PREFIX + "/{name}/" + action, _state_change(action))
     router.add_post(ADMIN_PREFIX + "/{name}/test", _test)
+    router.add_get(ADMIN_PREFIX + "/{name}/attempts", _endpoint_attempts)
+    router.add_get(EVENT_ATTEMPTS, _event_attempts)
 
     async def sweeping(app: web.Application) -> Any:
         try:  # open (and migrate) the store now; if it is down, the first admin request tries again

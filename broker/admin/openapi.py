@@ -26,6 +26,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.RevealedSecrets, "serialization"),
     (s.StateOut, "serialization"),
     (s.TestOut, "serialization"),
+    (s.EventAttempts, "serialization"),
+    (s.AttemptPage, "serialization"),
 ]
 _SECURITY: list[dict[str, list[str]]] = [{"admin": []}]
 _NAME = {
@@ -113,7 +115,8 @@ def add_admin_paths(document: dict[str, Any]) -> None:
         "description": "An admin token (`api.admin_tokens`).",
     }
     document["info"]["description"] += (
-        " The admin API (`/v1/endpoints`, admin tokens) creates, changes and removes endpoints at runtime."
+        " The admin API (`/v1/endpoints`, admin tokens) creates, changes and removes endpoints at runtime,"
+        " and reads the attempt log (`/v1/events/{event_id}/attempts`, `/v1/endpoints/{name}/attempts`)."
     )
     list_params = [
         _query("tenant", {"type": "string", "pattern": s.TENANT_PATTERN}, "Only this tenant's endpoints."),
@@ -126,6 +129,14 @@ def add_admin_paths(document: dict[str, Any]) -> None:
         _query("managed_by", {"type": "string", "enum": ["api", "file"]}, "Only API- or file-managed endpoints."),
         _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Endpoints per page."),
         _query("cursor", {"type": "string", "pattern": s.NAME_PATTERN}, "`next_cursor` of the previous page."),
+    ]
+    instant = {"type": "string", "pattern": s.INSTANT_PATTERN}
+    attempt_params = [
+        _query("status", {"type": "string", "enum": ["failed", "all"], "default": "all"}, "`failed`: not delivered."),
+        _query("since", instant, "Attempts at or after: epoch seconds or RFC 3339 (2025-12-01T12:00:00Z)."),
+        _query("until", instant, "Attempts before: epoch seconds or RFC 3339."),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Attempts per page."),
+        _query("cursor", {"type": "string", "maxLength": 400}, "`next_cursor` of the previous page."),
     ]
     one = "/v1/endpoints/{name}"
     document["paths"].update(
@@ -208,6 +219,39 @@ def add_admin_paths(document: dict[str, Any]) -> None:
             one + "/resume": _state("resume", "Deliver to a paused endpoint again"),
             one + "/disable": _state("disable", "Disable on every worker (kept across restarts)"),
             one + "/enable": _state("enable", "Enable a disabled or paused endpoint"),
+            one + "/attempts": {
+                "get": {
+                    "operationId": "listEndpointAttempts",
+                    "summary": "The endpoint's delivery attempts from the attempt log, newest first, a page at a time",
+                    "description": "Kept for `store.attempt_retention`. An endpoint the store does not hold "
+                    "(deleted, or never stored) is no error: its attempts are listed while they are kept.",
+                    "security": _SECURITY,
+                    "parameters": [_NAME, *attempt_params],
+                    "responses": {"200": _json("AttemptPage", "A page of attempts."), **_errors("401", "422", "503")},
+                }
+            },
+            "/v1/events/{event_id}/attempts": {
+                "get": {
+                    "operationId": "listEventAttempts",
+                    "summary": "Every delivery attempt of one event, across endpoints, in time order",
+                    "description": "From the attempt log (kept for `store.attempt_retention`); an event with "
+                    "no attempt recorded has an empty list.",
+                    "security": _SECURITY,
+                    "parameters": [
+                        {
+                            "name": "event_id",
+                            "in": "path",
+                            "required": True,
+                            "description": "The event's id (`webhook-id`).",
+                            "schema": {"type": "string", "pattern": s.EVENT_ID_PATTERN},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json("EventAttempts", "The event's attempts."),
+                        **_errors("401", "422", "503"),
+                    },
+                }
+            },
             one + "/test": {
                 "post": {
                     "operationId": "testEndpoint",

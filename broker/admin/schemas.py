@@ -7,23 +7,31 @@ takes ``"10s"``.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from warren.broker.events import EVENT_TYPE_PATTERN
+from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
 from warren.topology.config_fields import TENANT_PATTERN
 
 __all__ = [
+    "EVENT_ID_PATTERN",
     "EVENT_TYPE_PATTERN",
+    "INSTANT_PATTERN",
     "NAME_PATTERN",
     "STATES",
     "TENANT_PATTERN",
+    "AttemptOut",
+    "AttemptPage",
+    "AttemptQuery",
     "EndpointCreated",
     "EndpointIn",
     "EndpointOut",
     "EndpointPage",
     "EndpointPatch",
+    "EventAttempts",
     "ListQuery",
     "RevealedSecret",
     "RevealedSecrets",
@@ -186,3 +194,79 @@ class TestOut(BaseModel):
     duration_ms: float
     error: str | None
     response: str = Field(description="The start of the endpoint's answer.")
+
+
+# A moment in a query: seconds since the epoch, or an RFC 3339 time (an offset-less time is UTC).
+INSTANT_PATTERN = (
+    r"^(?:[0-9]{1,12}(?:\.[0-9]{1,9})?"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})?)$"
+)
+_INSTANT = re.compile(INSTANT_PATTERN)
+
+
+def parse_instant(value: object) -> float | None:
+    """Epoch seconds from ``1764590400``, ``1764590400.5`` or ``2025-12-01T12:00:00Z``; ValueError otherwise."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _INSTANT.fullmatch(value):
+        raise ValueError("a time is seconds since the epoch or RFC 3339 (2025-12-01T12:00:00Z)")
+    if ":" not in value:
+        return float(value)
+    text = value.upper().replace(" ", "T").replace("Z", "+00:00")
+    if "." in text:  # Python reads at most 6 digits of a fraction
+        head, _, tail = text.partition(".")
+        digits = re.match(r"[0-9]+", tail)
+        assert digits is not None
+        text = f"{head}.{digits.group()[:6].ljust(6, '0')}{tail[digits.end() :]}"
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a valid time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.timestamp()
+
+
+Instant = Annotated[float | None, BeforeValidator(parse_instant)]
+
+
+class AttemptQuery(BaseModel):
+    """The query of GET /v1/endpoints/{name}/attempts (strings from the URL, so not strict)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    status: Literal["failed", "all"] = "all"
+    since: Instant = None
+    until: Instant = None
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: str | None = Field(default=None, max_length=400)
+
+
+class AttemptOut(BaseModel):
+    """One delivery attempt, as the attempt log keeps it."""
+
+    id: str = Field(description="The record's id (unique).")
+    event_id: str
+    tenant: str | None
+    endpoint: str
+    attempt: int = Field(description="1 for the first attempt of the event at this endpoint.")
+    at: str = Field(description="When the attempt ended (RFC 3339, UTC).")
+    status: int | None = Field(description="The endpoint's HTTP status; null when it did not answer.")
+    duration_ms: float
+    outcome: str = Field(
+        description="delivered, retry, retry-in-place, exhausted, dead, disabled or parked (all but delivered failed)."
+    )
+    failed: bool
+    error: str | None
+    next_delay_s: float | None = Field(description="The delay before the next attempt, when one was scheduled.")
+    worker: str = Field(description="The worker that made it (host and PID).")
+
+
+class EventAttempts(BaseModel):
+    event_id: str
+    data: list[AttemptOut] = Field(description="Every attempt, across endpoints, in time order.")
+
+
+class AttemptPage(BaseModel):
+    data: list[AttemptOut] = Field(description="Newest first.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last one.")

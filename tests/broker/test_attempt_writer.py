@@ -13,7 +13,7 @@ import aio_pika
 import orjson
 import pytest
 
-from tests.support.attempts import T0, attempt, delivered
+from tests.support.attempts import T0, attempt, delivered, publish
 from tests.support.dead_letters import wait_depth
 from tests.support.health import message_count, wait_until
 from tests.support.store import store_postgres, store_url
@@ -30,7 +30,6 @@ __all__ = ["store_postgres", "store_url"]
 pytestmark = pytest.mark.timeout(45)
 
 StartWriter = Callable[..., Awaitable[AttemptWriter]]
-Publish = Callable[[WarrenConfig, Sequence[bytes]], Awaitable[None]]
 
 
 @pytest.fixture
@@ -55,21 +54,6 @@ async def start_writer() -> AsyncIterator[StartWriter]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-async def publish(config: WarrenConfig, bodies: Sequence[bytes]) -> None:
-    """Publish message bodies on the attempts exchange, persistent and confirmed, as a worker does."""
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        channel = await connection.channel(publisher_confirms=True)
-        exchange = await channel.get_exchange(names.attempts_exchange(config.broker.prefix))
-        for body in bodies:
-            message = aio_pika.Message(
-                body, content_type="application/json", delivery_mode=aio_pika.DeliveryMode.PERSISTENT
-            )
-            await exchange.publish(message, routing_key="")
-    finally:
-        await connection.close()
 
 
 async def stored(url: str, event_ids: Sequence[str]) -> list[AttemptEntry]:
