@@ -11,6 +11,7 @@ import typer.core
 from warren import __version__
 from warren.commands import (
     api_cmd,
+    attempts_cmd,
     dlq_cmd,
     endpoint_cmd,
     endpoint_edit_cmd,
@@ -72,6 +73,7 @@ status_cmd.register(app)
 endpoint_cmd.register(app)
 endpoint_edit_cmd.register(endpoint_cmd.endpoint_app)
 store_cmd.register(app)
+attempts_cmd.register(app)
 
 
 def main() -> None:

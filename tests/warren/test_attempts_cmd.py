@@ -1,0 +1,80 @@
+"""`warren attempts`: the attempt log read from each store, as a table and as JSON, in a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from tests.support.attempts import attempt, delivered
+from tests.support.cli import warren
+from tests.support.processes import write_config
+from tests.support.store import store_postgres, store_url
+from warren.cli import app
+from warren.store.attempts import AttemptLog
+from warren.topology.config import StoreSettings, WarrenConfig
+
+__all__ = ["store_postgres", "store_url"]
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def cli(*args: str) -> Result:
+    """The command in-process (in a thread: it runs its own event loop); the machine's CPU is shared, and one
+    child process (below) shows the real command works."""
+    return await asyncio.to_thread(CliRunner().invoke, app, list(args))
+
+
+async def test_an_events_attempts_and_an_endpoints_failures_from_the_command_line(
+    store_url: str, tmp_path: Path
+) -> None:
+    # Given an event retried once at billing then delivered, delivered at once to audit, and an old failure
+    now = time.time()
+    first = attempt(event_id="evt_cli", endpoint="billing", at=now - 30, error="HTTP 503: busy")
+    audit = delivered(event_id="evt_cli", endpoint="audit", at=now - 29)
+    second = delivered(event_id="evt_cli", endpoint="billing", attempt=2, at=now - 20)
+    old = attempt(event_id="evt_old", endpoint="billing", at=now - 7200, outcome="dead", status=422, next_delay_s=None)
+    log = await AttemptLog.open(StoreSettings(url=store_url))
+    try:
+        await log.add_many([second, old, audit, first])
+    finally:
+        await log.close()
+    path = write_config(tmp_path, WarrenConfig(store={"url": store_url}))
+    c = ("--config", str(path))
+    # When the event's attempts are asked for, as JSON (in a child process, as a user runs it) and as text
+    as_json = await warren("attempts", "evt_cli", *c, "--json")
+    as_text = await cli("attempts", "evt_cli", *c)
+    # Then they come in time order with what each did
+    assert as_json.code == 0, as_json.err
+    data = json.loads(as_json.out)
+    assert [(a["endpoint"], a["attempt"], a["outcome"]) for a in data["attempts"]] == [
+        ("billing", 1, "retry"),
+        ("audit", 1, "delivered"),
+        ("billing", 2, "delivered"),
+    ]
+    assert data["attempts"][0]["error"] == "HTTP 503: busy" and data["attempts"][0]["failed"] is True
+    assert as_text.exit_code == 0, as_text.output
+    rows = [[cell.strip() for cell in line.split("│")] for line in as_text.output.splitlines() if "│" in line]
+    assert [row[1] for row in rows] == ["billing", "audit", "billing"], as_text.output
+    assert rows[0][3] == "retry" and rows[0][-1] == "HTTP 503: busy"
+    # And the endpoint's failures, newest first, then only the last hour's
+    failures = await cli("attempts", "--endpoint", "billing", "--failed", *c, "--json")
+    recent = await cli("attempts", "--endpoint", "billing", "--failed", "--since", "1h", *c, "--json")
+    assert [a["event_id"] for a in json.loads(failures.output)["attempts"]] == ["evt_cli", "evt_old"]
+    assert [a["event_id"] for a in json.loads(recent.output)["attempts"]] == ["evt_cli"]
+    # And an unknown event says so; a wrong use is a usage error
+    unknown = await cli("attempts", "evt_none", *c)
+    both = await cli("attempts", "evt_cli", "--endpoint", "billing", *c)
+    assert unknown.exit_code == 0 and "no attempt of evt_none" in unknown.output
+    assert both.exit_code == 2 and "one of the two" in both.output
+
+
+async def test_without_a_store_the_command_says_where_the_log_lives(tmp_path: Path) -> None:
+    path = write_config(tmp_path, WarrenConfig())
+    result = await cli("attempts", "evt_1", "--config", str(path))
+    assert result.exit_code == 2 and "[store] url" in result.output

@@ -1,0 +1,144 @@
+"""``warren attempts EVENT_ID`` and ``warren attempts --endpoint NAME``: the attempt log, read from the store.
+
+Every delivery attempt workers made, as ``warren api``'s writer stored it (docs/endpoints.md, "The attempt
+log"): all of one event's attempts in time order, or one endpoint's newest first. Needs ``[store] url``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.topology.config import StoreSettings
+
+if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
+    from warren.broker.attempt_records import AttemptEntry
+    from warren.store.attempts import AttemptPage
+
+__all__ = ["register"]
+
+TimeHelp = "ISO time (2026-05-01T12:00Z) or ago (15m, 2h, 1d), as for `warren dlq`."
+
+
+def _moment(text: str | None, option: str) -> float | None:
+    """A --since/--until value as epoch seconds."""
+    if text is None:
+        return None
+    from warren.broker.dlq.selection import parse_moment
+
+    try:
+        return parse_moment(text, dt.datetime.now(dt.UTC)) / 1000
+    except ValueError as exc:
+        fail(f"{option}: {exc}", EXIT_USAGE)
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _read_event(settings: StoreSettings, event_id: str) -> list[AttemptEntry]:
+    from warren.store.attempts import AttemptLog
+
+    async def read() -> list[AttemptEntry]:
+        log = await AttemptLog.open(settings)
+        try:
+            return await log.for_event(event_id)
+        finally:
+            await log.close()
+
+    return run(read())
+
+
+def _read_endpoint(
+    settings: StoreSettings, endpoint: str, *, failed: bool, since: float | None, until: float | None, limit: int
+) -> AttemptPage:
+    from warren.store.attempts import AttemptLog
+
+    async def read() -> AttemptPage:
+        log = await AttemptLog.open(settings)
+        try:
+            return await log.for_endpoint(endpoint, failed_only=failed, since=since, until=until, limit=limit)
+        finally:
+            await log.close()
+
+    return run(read())
+
+
+def _json(entries: list[AttemptEntry]) -> list[dict[str, object]]:
+    return [{**asdict(e), "at": _iso(e.at), "failed": e.failed} for e in entries]
+
+
+def _table(entries: list[AttemptEntry], *, first: str) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("at", first, "#", "outcome", "status", "ms", "next", "error"):
+        table.add_column(column, justify="right" if column in ("#", "status", "ms") else "left")
+    for e in entries:
+        style = "green" if not e.failed else "yellow" if e.outcome.startswith("retry") else "red"
+        table.add_row(
+            _iso(e.at),
+            escape(e.endpoint if first == "endpoint" else e.event_id),
+            str(e.attempt),
+            f"[{style}]{e.outcome}[/]",
+            "" if e.status is None else str(e.status),
+            f"{e.duration_ms:.0f}",
+            "" if e.next_delay_s is None else f"{e.next_delay_s:g}s",
+            escape(e.error or ""),
+        )
+    console.print(table)
+
+
+def attempts(
+    event_id: Annotated[str | None, typer.Argument(help="The event's id: every attempt of it, in order.")] = None,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", "-e", help="An endpoint's attempts instead, newest first.")
+    ] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="With --endpoint: only attempts that failed.")] = False,
+    since: Annotated[str | None, typer.Option("--since", help=f"With --endpoint: at or after. {TimeHelp}")] = None,
+    until: Annotated[str | None, typer.Option("--until", help=f"With --endpoint: before. {TimeHelp}")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="With --endpoint: at most.")] = 50,
+    config: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """The attempt log: every delivery attempt of an event, or an endpoint's latest (kept store.attempt_retention)."""
+    if (event_id is None) == (endpoint is None):
+        fail("give an EVENT_ID or --endpoint NAME (one of the two)", EXIT_USAGE)
+    if event_id is not None and (failed or since or until):
+        fail("--failed, --since and --until go with --endpoint", EXIT_USAGE)
+    settings = load(config)
+    if settings.store.url is None:
+        fail("no store configured: set [store] url (docs/endpoints.md); the attempt log lives there", EXIT_USAGE)
+    if event_id is not None:
+        entries = _read_event(settings.store, event_id)
+        if as_json:
+            typer.echo(json.dumps({"event_id": event_id, "attempts": _json(entries)}, indent=2))
+            return
+        if not entries:
+            console.print(f"no attempt of {escape(event_id)} in the attempt log", highlight=False)
+            return
+        _table(entries, first="endpoint")
+        return
+    assert endpoint is not None
+    low, high = _moment(since, "--since"), _moment(until, "--until")
+    page = _read_endpoint(settings.store, endpoint, failed=failed, since=low, until=high, limit=limit)
+    if as_json:
+        data = {"endpoint": endpoint, "attempts": _json(page.entries), "more": page.next_cursor is not None}
+        typer.echo(json.dumps(data, indent=2))
+        return
+    if not page.entries:
+        console.print(f"no attempt at {escape(endpoint)} in the attempt log for that selection", highlight=False)
+        return
+    _table(page.entries, first="event")
+    if page.next_cursor:
+        console.print(f"[dim]the {limit} newest shown; --limit or --until {page.entries[-1].at:.3f} for more[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("attempts")(attempts)
