@@ -216,6 +216,9 @@ class AttemptWriter:
                 decoded.append((message, decode_batch(message.body)))
             except MalformedBatch as exc:
                 await self._reject(rejects, message, str(exc))
+            except Exception as exc:  # a reader's bug must not make a message come back for ever
+                log.exception("attempt batch unreadable")
+                await self._reject(rejects, message, f"unreadable: {describe(exc)}")
         await self._store(attempt_log, rejects, decoded)
         await self._ack(batch)
 
