@@ -11,24 +11,62 @@ pins what it exports in ``__all__``.
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
+import typing as _typing
 
-from warren.broker.connection import connect
-from warren.broker.events import Event
-from warren.broker.publisher import Publisher, PublishReport
-from warren.topology.config import ConfigError, WarrenConfig, load_config
-from warren.topology.errors import (
-    BrokerUnavailable,
-    EventError,
-    PublishError,
-    UnroutableError,
-    WarrenError,
-)
+if _typing.TYPE_CHECKING:
+    from warren.broker.connection import connect
+    from warren.broker.events import Event
+    from warren.broker.publisher import Publisher, PublishReport
+    from warren.topology.config import ConfigError, WarrenConfig, load_config
+    from warren.topology.errors import (
+        BrokerUnavailable,
+        EventError,
+        PublishError,
+        UnroutableError,
+        WarrenError,
+    )
 
-try:
-    __version__ = _metadata.version("warren-webhooks")
-except _metadata.PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0+unknown"
+    __version__: str
+
+# Each name loads on first use (PEP 562): `python -m warren dlq list` imports what that command needs, not the
+# publisher, aio-pika and the package metadata first (every CLI call paid for them: about a third of a second of CPU).
+_HOMES = {
+    "connect": "warren.broker.connection",
+    "Event": "warren.broker.events",
+    "Publisher": "warren.broker.publisher",
+    "PublishReport": "warren.broker.publisher",
+    "ConfigError": "warren.topology.config",
+    "WarrenConfig": "warren.topology.config",
+    "load_config": "warren.topology.config",
+    "BrokerUnavailable": "warren.topology.errors",
+    "EventError": "warren.topology.errors",
+    "PublishError": "warren.topology.errors",
+    "UnroutableError": "warren.topology.errors",
+    "WarrenError": "warren.topology.errors",
+}
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("warren-webhooks")
+    except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> _typing.Any:
+    if name == "__version__":
+        value: _typing.Any = _version()
+    elif name in _HOMES:
+        import importlib
+
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
 
 __all__ = [
     "BrokerUnavailable",

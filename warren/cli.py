@@ -2,27 +2,59 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Annotated, Any
 
 import typer
 import typer.core
+import typer.main
 
-from warren import __version__
-from warren.commands import (
-    api_cmd,
-    attempts_cmd,
-    dlq_cmd,
-    endpoint_cmd,
-    endpoint_edit_cmd,
-    inbox_cmd,
-    publish_cmd,
-    setup_cmd,
-    status_cmd,
-    store_cmd,
-    topology_cmd,
-    worker_cmd,
-)
+# The modules of warren/commands/ and the commands each registers, in the order `warren --help` lists them. A
+# command's module is imported only when that command runs (or help lists them all): each pulls in what its
+# command needs (aio-pika, aiohttp, SQLAlchemy, rich tables), and every CLI call used to import all of them.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "api_cmd": ("api",),
+    "setup_cmd": ("setup",),
+    "publish_cmd": ("publish",),
+    "worker_cmd": ("worker",),
+    "inbox_cmd": ("receive", "inbox"),
+    "status_cmd": ("status",),
+    "topology_cmd": ("topology",),
+    "dlq_cmd": ("dlq",),
+    "endpoint_cmd": ("endpoint",),
+    "store_cmd": ("store",),
+    "attempts_cmd": ("attempts",),
+}
+_loaded: dict[str, dict[str, Any]] = {}  # module -> its commands, once per process
+
+
+def module_commands(module: str) -> dict[str, Any]:
+    """The click commands ``warren.commands.<module>`` registers (imported on first use)."""
+    if module not in _loaded:
+        part = typer.Typer()
+        importlib.import_module(f"warren.commands.{module}").register(part)
+        _loaded[module] = dict(typer.main.get_group(part).commands)
+    return _loaded[module]
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """The root group: a command's module loads when the command is looked up.
+
+    Its commands and contexts are Typer's own click objects (typed ``Any``: Typer 0.29 vendors click privately).
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [name for names in COMMAND_MODULES.values() for name in names]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        # An unknown name loads every module, so that the "did you mean" suggestion sees every command.
+        homes = [module for module, names in COMMAND_MODULES.items() if cmd_name in names] or list(COMMAND_MODULES)
+        for module in homes:
+            for name, command in module_commands(module).items():
+                self.commands.setdefault(name, command)
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
     name="warren",
@@ -30,12 +62,15 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 
 
 def _show_version(value: bool) -> None:
     if value:
+        from warren import __version__
+
         typer.echo(f"warren {__version__}")
         raise typer.Exit()
 
@@ -62,18 +97,6 @@ def _option_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
 _typed_option = getattr(typer.core.TyperOption, "display_type_rich", None)
 if _typed_option is not None:
     typer.core.TyperOption.display_type_rich = _option_type  # type: ignore[method-assign]
-topology_cmd.register(app)
-api_cmd.register(app)
-setup_cmd.register(app)
-publish_cmd.register(app)
-worker_cmd.register(app)
-inbox_cmd.register(app)
-dlq_cmd.register(app)
-status_cmd.register(app)
-endpoint_cmd.register(app)
-endpoint_edit_cmd.register(endpoint_cmd.endpoint_app)
-store_cmd.register(app)
-attempts_cmd.register(app)
 
 
 def main() -> None:

@@ -218,8 +218,10 @@ async def test_retry_after_delays_the_next_attempt(endpoint_config, receiver: Re
     await publish(config, [Event(type="x.y", data={})])
     async with Worker(config):
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 1, 10)
-    # Then the second attempt came at least 1 s later (and not much more: the chain is exact to the ms)
-    assert 1.0 <= calls[1] - calls[0] < 1.6
+    # Then the second attempt came at least 1 s later, and not much more: the chain is exact to the ms, and the
+    # 0.9 s above it are the worker's consume, the HTTP round trip and a loaded machine's scheduling (two suites
+    # on two cores); a Retry-After counted twice (2 s) or replaced by the 2 s cap still fails
+    assert 1.0 <= calls[1] - calls[0] < 1.9
 
 
 def _ks_from_uniform(values: list[float], bound: float) -> float:

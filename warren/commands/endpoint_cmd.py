@@ -239,4 +239,8 @@ def enable(name: NameArgument, config: ConfigOption = None) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    from warren.commands import endpoint_edit_cmd  # it imports this module's helpers
+
+    if not any(command.name == "create" for command in endpoint_app.registered_commands):
+        endpoint_edit_cmd.register(endpoint_app)
     app.add_typer(endpoint_app)

@@ -18,6 +18,12 @@ from warren.topology.config import Endpoint
 pytestmark = pytest.mark.timeout(10)
 
 
+# Lateness allowed for the rate-limit test: a share of the expected spacing plus a fixed allowance for a loaded
+# machine's scheduler (two suites on two cores stall a process for 100 ms and more).
+RATE_LATE_SHARE = 0.5
+RATE_LATE_FIXED = 0.2
+
+
 def make_guard(**endpoint: Any) -> tuple[EndpointGuard, list[StateRecord]]:
     circuit = {"consecutive_failures": 3, "failure_ratio": None, "cooldown": "1s", **endpoint.pop("circuit", {})}
     model = Endpoint(
@@ -125,10 +131,12 @@ async def test_concurrency_never_exceeds_the_fleet_share() -> None:
 async def test_the_rate_limit_spaces_attempts() -> None:
     guard, _ = make_guard(rate_limit=50.0, burst=1)
     started = time.monotonic()
-    for _ in range(6):
+    for _ in range(11):
         await attempt(guard, 200)
-    # one at once, then five more at 50/s: at least 100 ms
-    assert 0.09 <= time.monotonic() - started < 0.3
+    # one at once, then 10 more at 50/s: at least 200 ms, and under 500 ms (a loaded machine's scheduling can add
+    # 100 ms and more); a limiter at 20/s or slower (500 ms) still fails
+    expected, took = 10 / 50, time.monotonic() - started
+    assert expected - 0.01 <= took < expected * (1 + RATE_LATE_SHARE) + RATE_LATE_FIXED, took
 
 
 async def test_429_with_retry_after_throttles_and_is_not_re_announced() -> None:
