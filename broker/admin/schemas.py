@@ -25,6 +25,7 @@ __all__ = [
     "EndpointPage",
     "EndpointPatch",
     "ListQuery",
+    "RecoverOut",
     "RevealedSecret",
     "RevealedSecrets",
     "RotateIn",
@@ -186,3 +187,11 @@ class TestOut(BaseModel):
     duration_ms: float
     error: str | None
     response: str = Field(description="The start of the endpoint's answer.")
+
+
+class RecoverOut(BaseModel):
+    name: str
+    since: str = Field(description="The moment asked for, in ISO 8601 (UTC).")
+    recovered: int = Field(description="Dead letters sent back for delivery (dead at or after `since`).")
+    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before the recovery.")
+    scanned: int = Field(description="Dead letters read: all of them unless the DLQ held more than one pass reads.")
