@@ -152,6 +152,28 @@ async def test_records_wait_at_most_an_interval(
             assert time.monotonic() - delivered < 0.3 + 2.0
 
 
+async def test_shutdown_publishes_what_is_buffered(
+    endpoint_config: Any, receiver: Receiver, publish: Any, attempts_consumer: Any
+) -> None:
+    # Given an interval far longer than the test
+    config = await endpoint_config(
+        [{"name": "shop"}],
+        worker=attempt_log(attempt_log_batch=1000, attempt_log_interval="60s"),
+        delivery={"grace_period": "2s"},
+    )
+    queue = await attempts_consumer(config)
+    async with Worker(config) as worker:
+        await publish(config, [Event(type="x.y", data={}, id=f"e{i}") for i in range(3)])
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 3, 15)
+        assert worker.recorder is not None and worker.recorder.batches == 0
+        # When the worker stops
+        stopping = time.monotonic()
+    # Then the records went out in one batch, within the grace period
+    assert time.monotonic() - stopping < 2.0 + 3.0
+    await wait_until(lambda: len(queue.entries) == 3, 10, "the three records")
+    assert [len(b.entries) for b in queue.batches] == [3]
+
+
 def through(url: str, port: int) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{port}"))
