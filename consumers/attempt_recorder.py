@@ -1,7 +1,8 @@
 """The worker's side of the attempt log: every finished attempt becomes a record published on ``{prefix}.attempts``.
 
-An observer of the delivery hooks (like the metrics): ``observe`` only appends a record to a bounded buffer, so
-an attempt costs no await and no I/O. A background task publishes the buffer in batches (the format of
+An observer of the delivery hooks (like the metrics): ``observe`` only appends the attempt and its end time to a
+bounded buffer, so an attempt costs no await, no I/O and no new object but a pair (the record's fields are
+laid out when its batch is encoded, in the background). A background task publishes the buffer in batches (the format of
 broker/attempt_records.py), confirmed, on a channel of its own: as soon as ``worker.attempt_log_batch`` records
 wait, and at the latest every ``worker.attempt_log_interval``. The writer in ``warren api`` stores them.
 
@@ -28,7 +29,7 @@ import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.attempt_records import AttemptEntry, clip_error, encode_batch
+from warren.broker.attempt_records import clip_error, encode_rows
 from warren.broker.confirm import LINK_ERRORS
 from warren.broker.confirm_channel import ConfirmChannel
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks
@@ -41,6 +42,9 @@ log = logging.getLogger("warren.attempts")
 
 PUBLISH_TIMEOUT = 10.0  # seconds a batch may wait for its confirm before it counts as not sent (kept, sent again)
 MAX_BACKOFF = 5.0  # seconds between tries at most while RabbitMQ refuses batches or is away
+# An attempt, when it ended (epoch seconds) and its number in this recorder: the record's id, fixed once, so that
+# a batch sent again (its confirm never came) repeats the same ids and the writer stores each record once.
+Pending = tuple[AttemptRecord, float, int]
 _FAILURES: tuple[type[BaseException], ...] = (
     PublishError,
     asyncio.TimeoutError,
@@ -73,7 +77,7 @@ class AttemptRecorder:
         self.capacity = capacity
         self.worker = worker or worker_identity()
         self._clock = clock
-        self._buffer: deque[AttemptEntry] = deque()
+        self._buffer: deque[Pending] = deque()
         # Unique per record without a system call each: a random base per recorder, then a counter.
         self._id_base = os.urandom(8).hex()
         self._ids = itertools.count()
@@ -102,22 +106,7 @@ class AttemptRecorder:
             buffer.popleft()
             self.dropped += 1
             self._unreported_drops += 1
-        buffer.append(
-            AttemptEntry(
-                id=f"{self._id_base}{next(self._ids):x}",
-                event_id=record.event_id,
-                tenant=record.tenant,
-                endpoint=record.endpoint,
-                attempt=record.attempt,
-                at=self._clock(),
-                status=record.status,
-                duration_ms=round(record.duration * 1000, 3),
-                outcome=record.outcome,
-                error=clip_error(record.error),
-                next_delay_s=record.next_delay,
-                worker=self.worker,
-            )
-        )
+        buffer.append((record, self._clock(), next(self._ids)))
         if len(buffer) >= self.batch and not self._wake.is_set():
             self._wake.set()
 
@@ -167,9 +156,28 @@ class AttemptRecorder:
             self.batches += 1
         return True
 
-    async def _publish(self, chunk: list[AttemptEntry]) -> None:
+    def _row(self, pending: Pending) -> dict[str, object]:
+        """One record as broker/attempt_records.py lays it out (``FIELDS``, in order)."""
+        record, at, number = pending
+        return {
+            "id": f"{self._id_base}{number:x}",
+            "event_id": record.event_id,
+            "tenant": record.tenant,
+            "endpoint": record.endpoint,
+            "attempt": record.attempt,
+            "at": at,
+            "status": record.status,
+            "duration_ms": round(record.duration * 1000, 3),
+            "outcome": record.outcome,
+            "error": clip_error(record.error),
+            "next_delay_s": record.next_delay,
+            "worker": self.worker,
+        }
+
+    async def _publish(self, chunk: list[Pending]) -> None:
         assert self._channel is not None, "start() first"
-        message = Message(encode_batch(chunk), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
+        body = encode_rows(self._row(pending) for pending in chunk)
+        message = Message(body, content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
         publishing = self._channel.publish(
             self.exchange,
             message,
@@ -179,7 +187,7 @@ class AttemptRecorder:
         )
         await asyncio.wait_for(publishing, PUBLISH_TIMEOUT)
 
-    def _put_back(self, chunk: list[AttemptEntry]) -> None:
+    def _put_back(self, chunk: list[Pending]) -> None:
         """Records that were not sent go back to the front, in order; past the capacity the oldest are dropped."""
         room = self.capacity - len(self._buffer)
         if room < len(chunk):

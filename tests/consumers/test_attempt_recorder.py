@@ -22,7 +22,7 @@ from tests.consumers.test_metrics import scrape, value
 from tests.support.health import message_count, wait_until
 from tests.support.receiver import Receiver, Reply
 from tests.support.tcp_proxy import TcpProxy
-from warren.broker.attempt_records import AttemptEntry, decode_batch
+from warren.broker.attempt_records import AttemptEntry, decode_batch, encode_rows
 from warren.broker.connection import connect
 from warren.broker.events import Event
 from warren.consumers.attempt_recorder import AttemptRecorder
@@ -228,9 +228,12 @@ def test_a_full_buffer_drops_the_oldest_and_counts_them() -> None:
         recorder.observe(record(i))
     # Then the 5 newest are kept and 3 dropped
     assert recorder.dropped == 3 and recorder.buffered == 5
-    assert [e.event_id for e in recorder._buffer] == [f"e{i}" for i in range(3, 8)]
-    assert len({e.id for e in recorder._buffer}) == 5
-    assert {e.tenant for e in recorder._buffer} == {"acme"}
+    rows = [recorder._row(pending) for pending in recorder._buffer]
+    assert [row["event_id"] for row in rows] == [f"e{i}" for i in range(3, 8)]
+    assert len({row["id"] for row in rows}) == 5
+    assert {row["tenant"] for row in rows} == {"acme"}
+    assert [recorder._row(pending)["id"] for pending in recorder._buffer] == [row["id"] for row in rows]  # fixed
+    assert [e.event_id for e in decode_batch(encode_rows(rows))] == [f"e{i}" for i in range(3, 8)]
 
 
 def test_records_that_could_not_be_sent_go_back_in_front() -> None:
@@ -241,7 +244,7 @@ def test_records_that_could_not_be_sent_go_back_in_front() -> None:
     recorder.observe(record(4))
     recorder.observe(record(5))  # the buffer is full again: one of the two sent records no longer fits
     recorder._put_back(chunk)
-    assert [e.event_id for e in recorder._buffer] == ["e2", "e3", "e4", "e5"]
+    assert [pending[0].event_id for pending in recorder._buffer] == ["e2", "e3", "e4", "e5"]
     assert recorder.dropped == 2
 
 
