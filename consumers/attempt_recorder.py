@@ -128,7 +128,12 @@ class AttemptRecorder:
             everything = loop.time() >= tick
             if everything:
                 tick = loop.time() + self.interval
-            if await self.flush(full_only=not everything):
+            try:
+                flushed = await self.flush(full_only=not everything)
+            except Exception:  # a bug must not end recording for good: the records are kept, tried again
+                log.exception("publishing attempt records failed unexpectedly")
+                flushed = False
+            if flushed:
                 failures = 0
             else:
                 failures += 1
