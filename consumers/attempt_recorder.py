@@ -40,14 +40,15 @@ __all__ = ["AttemptRecorder", "worker_identity"]
 
 log = logging.getLogger("warren.attempts")
 
-PUBLISH_TIMEOUT = 10.0  # seconds a batch may wait for its confirm before it counts as not sent (kept, sent again)
+# Seconds a batch may wait for its confirm before it counts as not sent (kept, sent again with the same ids): a
+# link that stalls without breaking. Generous: a loaded broker took over 10 s to confirm in the benchmark.
+PUBLISH_TIMEOUT = 30.0
 MAX_BACKOFF = 5.0  # seconds between tries at most while RabbitMQ refuses batches or is away
 # An attempt, when it ended (epoch seconds) and its number in this recorder: the record's id, fixed once, so that
 # a batch sent again (its confirm never came) repeats the same ids and the writer stores each record once.
 Pending = tuple[AttemptRecord, float, int]
 _FAILURES: tuple[type[BaseException], ...] = (
     PublishError,
-    asyncio.TimeoutError,
     aiormq.exceptions.AMQPError,
     *LINK_ERRORS,
 )
@@ -122,7 +123,7 @@ class AttemptRecorder:
         tick = loop.time() + self.interval
         failures = 0
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(tick - loop.time(), 0.0))
             self._wake.clear()
             everything = loop.time() >= tick
@@ -190,7 +191,11 @@ class AttemptRecorder:
             what=f"a batch of {len(chunk)} attempt records",
             unroutable=f"{self.exchange} routes attempt records to no queue: run `warren setup`",
         )
-        await asyncio.wait_for(publishing, PUBLISH_TIMEOUT)
+        try:
+            await asyncio.wait_for(publishing, PUBLISH_TIMEOUT)
+        except TimeoutError:
+            what = f"a batch of {len(chunk)} attempt records"
+            raise PublishError(f"{what} not confirmed within {PUBLISH_TIMEOUT:g}s") from None
 
     def _put_back(self, chunk: list[Pending]) -> None:
         """Records that were not sent go back to the front, in order; past the capacity the oldest are dropped."""
@@ -228,7 +233,7 @@ class AttemptRecorder:
             return
         if self._buffer:
             flushed = False
-            with contextlib.suppress(asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 flushed = await asyncio.wait_for(self.flush(), max(timeout, 0.1))
             if not flushed:
                 log.warning(
