@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py [--runs 3] [--workers 1,2]
                                   [--workloads happy,flaky,slow,happy-ordered,latency,latency-ordered]
                                   [--loops uvloop|asyncio|asyncio,uvloop] [--skip-ceilings]
+                                  [--attempt-log off|on|both]
 
 Starts a receiver process, then for each workload and each system under test (Warren with N worker processes,
 and the bare-loop baseline, on each event loop asked for) declares a fresh topology, starts the consumers, runs the
@@ -10,6 +11,8 @@ publisher in its own process, and waits until every event has been answered 2xx 
 the ratio to the bare loop on the same event loop (deliveries/s and per CPU-second), and with two loops the ratio
 of uvloop to asyncio. The latency workloads publish at a fixed rate, half of the capacity measured for their
 throughput workload in the same run, so that their percentiles are publish-to-delivery without a backlog.
+``--attempt-log both`` runs each Warren system with the attempt log off and on, side by side (a consumer in this
+process drains ``{prefix}.attempts``, as the writer of ``warren api`` would), and prints the ratio per run.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ sys.path.insert(0, str(ROOT))
 from bench.topology_teardown import teardown
 from tests.support.processes import write_config
 from warren.broker.applier import apply_setup
+from warren.broker.attempt_records import decode_batch
+from warren.broker.connection import connect_once
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
@@ -90,13 +95,18 @@ class System:
 
     workers: int
     loop: str  # "uvloop" or "asyncio" (Warren with uvloop made unimportable: bench/without_uvloop.py)
+    attempt_log: bool = False  # workers publish attempt records (worker.attempt_log), drained by this process
 
     @property
     def name(self) -> str:
-        return f"{self.workers}x warren · {self.loop}" if self.workers else f"bare · {self.loop}"
+        if not self.workers:
+            return f"bare · {self.loop}"
+        return f"{self.workers}x warren · {self.loop}" + (" · attempt log" if self.attempt_log else "")
 
 
-def config_for(prefix: str, workload: Workload, metrics_port: int | None = None) -> WarrenConfig:
+def config_for(
+    prefix: str, workload: Workload, metrics_port: int | None = None, attempt_log: bool = False
+) -> WarrenConfig:
     endpoint: dict[str, Any] = {
         "name": "bench",
         "url": f"http://127.0.0.1:{PORT}/hook/bench",
@@ -111,8 +121,14 @@ def config_for(prefix: str, workload: Workload, metrics_port: int | None = None)
         broker={"url": AMQP, "management_url": MGMT, "prefix": prefix},
         retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
         delivery={"allow_private_networks": True},
-        # Every feature on: the attempt log (JSON, to a file) and the Prometheus metrics (served, not scraped).
-        worker={"log_format": "json", "metrics_port": metrics_port, "metrics_host": "127.0.0.1"},
+        # Every feature on: the attempt lines (JSON, to a file) and the Prometheus metrics (served, not scraped);
+        # the attempt records on {prefix}.attempts when the system says so.
+        worker={
+            "log_format": "json",
+            "metrics_port": metrics_port,
+            "metrics_host": "127.0.0.1",
+            "attempt_log": attempt_log,
+        },
         endpoints=[endpoint],
     )
 
@@ -172,6 +188,39 @@ async def profile(process: asyncio.subprocess.Process, out: Path) -> None:
     )
 
 
+class AttemptDrain:
+    """Consumes ``{prefix}.attempts`` as the attempt-log writer would (decoding each batch), counting records."""
+
+    def __init__(self, prefix: str) -> None:
+        self.queue = names.attempts_queue(prefix)
+        self.records = 0
+        self.last = time.monotonic()
+        self._connection: Any = None
+
+    async def start(self) -> AttemptDrain:
+        self._connection = await connect_once([AMQP], name="bench-attempt-drain")
+        channel = await self._connection.channel()
+        await channel.set_qos(prefetch_count=64)
+        queue = await channel.declare_queue(self.queue, passive=True)
+        await queue.consume(self._take)
+        return self
+
+    async def _take(self, message: Any) -> None:
+        self.records += len(decode_batch(message.body))
+        self.last = time.monotonic()
+        await message.ack()
+
+    async def settle(self, quiet: float = 1.0, limit: float = 15.0) -> None:
+        """Wait until nothing came for ``quiet`` seconds (the workers' last batches are in)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() - self.last < quiet and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+
+
 async def one_run(
     workload: Workload, system: System, workdir: Path, rate: float = 0, scale: float = 1
 ) -> dict[str, float]:
@@ -179,9 +228,11 @@ async def one_run(
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     config = config_for(prefix, workload)
     await apply_setup(config)
+    drain = await AttemptDrain(prefix).start() if system.attempt_log else None
     count = round(rate * LATENCY_SECONDS) if rate else round(workload.count * scale)
     await http("POST", "/reset", workload.receiver)
     processes: list[asyncio.subprocess.Process] = []
+    stopping = False
     try:
         if not system.workers:
             processes.append(
@@ -207,7 +258,8 @@ async def one_run(
         else:
             for i in range(system.workers):
                 log = workdir / f"{prefix}-w{i}.log"
-                path = write_config(workdir, config_for(prefix, workload, free_port()), f"{prefix}-w{i}.toml")
+                worker_config = config_for(prefix, workload, free_port(), system.attempt_log)
+                path = write_config(workdir, worker_config, f"{prefix}-w{i}.toml")
                 process = await start(worker_command(system.loop, path), log, b"worker consuming")
                 processes.append(process)
                 if f"event loop {system.loop}".encode() not in log.read_bytes():  # measure what the row says
@@ -237,6 +289,13 @@ async def one_run(
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
         cpu = cpu_seconds(processes) - cpu_at_start
+        records = 0
+        if drain is not None:
+            for process in processes:  # their last records are flushed on shutdown
+                process.send_signal(signal.SIGTERM)
+            stopping = True
+            await drain.settle()
+            records = drain.records
         return {
             "per_cpu_s": stats["distinct_ok"] / max(1e-9, cpu),
             "publish_per_s": published["rate"],
@@ -246,10 +305,13 @@ async def one_run(
             "lost": count - stats["distinct_ok"],
             "rate": rate,
             "requests": stats["requests"],
+            "records": records,
         }
     finally:
+        if drain is not None:
+            await drain.close()
         for process in processes:
-            if process.returncode is None:
+            if process.returncode is None and not stopping:
                 process.send_signal(signal.SIGTERM)
         for process in processes:
             await asyncio.wait_for(process.wait(), 30)
@@ -284,8 +346,31 @@ def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
+def attempt_log_rows(name: str, results: dict[System, list[dict[str, float]]]) -> list[str]:
+    """For each Warren system run with the attempt log on, the ratio to the same system with it off (per run)."""
+    lines = []
+    for system, rows in results.items():
+        if not system.attempt_log:
+            continue
+        off = results.get(System(system.workers, system.loop, False))
+        if not off:
+            continue
+        lines.append(
+            f"| {name} | {system.workers}x warren · {system.loop} | {median(off, 'deliveries_per_s'):,.0f} | "
+            f"{median(rows, 'deliveries_per_s'):,.0f} | {per_run_ratio(rows, off, 'deliveries_per_s')} | "
+            f"{per_run_ratio(rows, off, 'per_cpu_s')} | {min(r['records'] for r in rows):,.0f} |"
+        )
+    return lines
+
+
 async def main(
-    runs: int, workers: list[int], chosen: list[str], loops: list[str], skip_ceilings: bool, scale: float
+    runs: int,
+    workers: list[int],
+    chosen: list[str],
+    loops: list[str],
+    skip_ceilings: bool,
+    scale: float,
+    attempt_logs: list[bool],
 ) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
@@ -304,7 +389,9 @@ async def main(
         print(
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
             f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
+            f" · load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
+        attempt_log_lines: list[str] = []
         if not skip_ceilings:
             ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
             print("\n## Ceilings (same machine, same run)")
@@ -326,7 +413,7 @@ async def main(
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if both_loops else ""))
         # The capacity a fixed-rate workload takes half of: the first Warren system's median deliveries/s.
-        reference = System(workers[0], loops[-1])
+        reference = System(workers[0], loops[-1], attempt_logs[0])
         capacity: dict[str, float] = {}
         for name in chosen:
             workload = WORKLOADS[name]
@@ -336,13 +423,14 @@ async def main(
                     probe = await one_run(WORKLOADS[workload.half_of], reference, workdir, scale=scale)
                     capacity[workload.half_of] = probe["deliveries_per_s"]
                 rate = capacity[workload.half_of] / 2
-            systems = [System(n, loop) for n in workers for loop in loops]
+            systems = [System(n, loop, on) for n in workers for loop in loops for on in attempt_logs]
             systems += [System(0, loop) for loop in loops] if workload.bare else []
             results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
             for _ in range(runs):
                 for system in systems:  # interleaved, so drift in the machine's speed hits every system alike
                     results[system].append(await one_run(workload, system, workdir, rate, scale))
             capacity[name] = median(results[reference], "deliveries_per_s")
+            attempt_log_lines += attempt_log_rows(name, results)
             for system, rows in results.items():
                 bare_rows = results.get(System(0, system.loop))
                 vs_bare = vs_bare_cpu = "-"
@@ -358,7 +446,7 @@ async def main(
                     f"{max(r['lost'] for r in rows):.0f} | {median(rows, 'requests'):,.0f} | "
                     f"{vs_bare} | {vs_bare_cpu} |"
                 )
-                asyncio_rows = results.get(System(system.workers, "asyncio"))
+                asyncio_rows = results.get(System(system.workers, "asyncio", system.attempt_log))
                 if both_loops:
                     vs_asyncio = vs_asyncio_cpu = "-"
                     if asyncio_rows and system.loop != "asyncio":
@@ -366,6 +454,15 @@ async def main(
                         vs_asyncio_cpu = per_run_ratio(rows, asyncio_rows, "per_cpu_s")
                     line += f" {vs_asyncio} | {vs_asyncio_cpu} |"
                 print(line, flush=True)
+        if attempt_log_lines:
+            print("\n## The attempt log's cost: on vs off, same system, side by side")
+            print(
+                "| workload | system | off: deliveries/s | on: deliveries/s | on vs off: deliveries/s (per run) "
+                "| on vs off: per CPU-s (per run) | records drained (fewest) |"
+            )
+            print("|---|---|---:|---:|---:|---:|---:|")
+            print("\n".join(attempt_log_lines))
+        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()
@@ -379,10 +476,24 @@ if __name__ == "__main__":
     parser.add_argument("--loops", default="uvloop", help="uvloop, asyncio, or both: asyncio,uvloop")
     parser.add_argument("--skip-ceilings", action="store_true", help="do not measure the machine's ceilings")
     parser.add_argument("--scale", type=float, default=1.0, help="events per workload, times this (0.25: a quarter)")
+    parser.add_argument(
+        "--attempt-log",
+        default="off",
+        choices=["off", "on", "both"],
+        help="Warren's workers with worker.attempt_log off, on, or both side by side (their cost compared)",
+    )
     a = parser.parse_args()
     loops = a.loops.split(",")
     if not set(loops) <= {"uvloop", "asyncio"}:
         parser.error("--loops takes uvloop and/or asyncio")
     asyncio.run(
-        main(a.runs, [int(x) for x in a.workers.split(",")], a.workloads.split(","), loops, a.skip_ceilings, a.scale)
+        main(
+            a.runs,
+            [int(x) for x in a.workers.split(",")],
+            a.workloads.split(","),
+            loops,
+            a.skip_ceilings,
+            a.scale,
+            {"off": [False], "on": [True], "both": [False, True]}[a.attempt_log],
+        )
     )

@@ -49,6 +49,7 @@ class Delivery:
     published_ms: int
     first_attempt_ms: int | None
     history: tuple[dict[str, Any], ...]
+    tenant: str | None = None  # the tenant the event was published for (None: no tenant)
 
     def age(self, now_ms: int) -> float:
         return max(0, now_ms - self.published_ms) / 1000
@@ -147,7 +148,19 @@ def parse_delivery(
         published_ms=now_ms if replayed else _or(header_int(headers.get(wire.H_PUBLISHED)), now_ms),
         first_attempt_ms=None if replayed else (header_int(headers.get(wire.H_FIRST_ATTEMPT)) or None),
         history=header_history(headers.get(wire.H_HISTORY)),
+        tenant=_tenant(headers.get(wire.H_TENANT), envelope.get("tenant")),
     )
+
+
+def _tenant(header: object, field: object) -> str | None:
+    """The event's tenant, from its header (set by the publisher) or else its envelope; never a reason to refuse
+    the message (the tenant only labels its attempt records)."""
+    for value in (header, field):
+        if isinstance(value, bytes):
+            value = value.decode(errors="replace")
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def history_record(at_ms: int, status: int, error: str | None, duration: float) -> dict[str, Any]:

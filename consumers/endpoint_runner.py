@@ -337,6 +337,7 @@ class EndpointRunner(EndpointConsumers):
             delay,
             delivery.age(at_ms),
             result.retry_after,
+            delivery.tenant,
         )
         for observer in self.hooks.observers:
             observer(record)

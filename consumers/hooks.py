@@ -34,6 +34,7 @@ class AttemptRecord:
     next_delay: float | None
     age: float  # seconds since the event was published (or replayed)
     retry_after: float | None  # what the endpoint asked for, if it did
+    tenant: str | None = None  # the event's tenant, when it names one
 
 
 # How a message left the worker: acked after delivery, moved into the delay chain, moved to the DLQ, or

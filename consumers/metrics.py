@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
@@ -64,6 +64,25 @@ class _EndpointStates(Collector):
                 admin.add_metric([endpoint, state], 1 if state == admin_state else 0)
         yield circuit
         yield admin
+
+
+class _AttemptLog(Collector):
+    """``warren_attempt_records_dropped_total`` and ``warren_attempt_records_buffered``, read from the attempt
+    recorder at scrape time. ``source`` gives (dropped so far, buffered now)."""
+
+    def __init__(self, source: Callable[[], tuple[int, int]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        dropped, buffered = self._source()
+        yield CounterMetricFamily(
+            "warren_attempt_records_dropped",
+            "Attempt records dropped because the worker's buffer was full (RabbitMQ away too long).",
+            value=dropped,
+        )
+        yield GaugeMetricFamily(
+            "warren_attempt_records_buffered", "Attempt records waiting to be published.", value=buffered
+        )
 
 
 class WorkerMetrics:
@@ -150,6 +169,9 @@ class WorkerMetrics:
 
     def track_endpoint_states(self, source: Callable[[], Mapping[str, tuple[str, str]]]) -> None:
         self.registry.register(_EndpointStates(source))
+
+    def track_attempt_log(self, source: Callable[[], tuple[int, int]]) -> None:
+        self.registry.register(_AttemptLog(source))
 
     def _child(self, metric: Any, *labels: str) -> Any:
         """``metric.labels(*labels)``, looked up once: labels() takes a lock and builds a key on every call."""

@@ -85,10 +85,12 @@ async def serve_worker_metrics(
     in_flight: Callable[[], Mapping[str, int]],
     endpoint_states: Callable[[], Mapping[str, tuple[str, str]]],
     is_ready: Callable[[], bool],
+    attempt_log: Callable[[], tuple[int, int]] | None = None,
 ) -> MetricsServer | None:
     """Metrics for a worker wired into its hooks and served, when ``settings.metrics_port`` is set.
 
-    The worker hands over callables (deliveries in flight per endpoint, circuit and admin states, readiness)
+    The worker hands over callables (deliveries in flight per endpoint, circuit and admin states, readiness,
+    the attempt log's dropped and buffered records when it records)
     rather than itself, so that this module does not import the worker.
     """
     if settings.metrics_port is None:
@@ -97,6 +99,8 @@ async def serve_worker_metrics(
     metrics.install(hooks)
     metrics.track_in_flight(in_flight)
     metrics.track_endpoint_states(endpoint_states)
+    if attempt_log is not None:
+        metrics.track_attempt_log(attempt_log)
     limits = ServerLimits(settings.metrics_header_timeout, max_connections=settings.metrics_max_connections)
     server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port, limits)
     await server.start()

@@ -18,6 +18,7 @@ from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.connection import connect
 from warren.broker.serving import stop_on_signals
+from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
@@ -81,6 +82,17 @@ class Worker:
         self.live: LiveEndpoints | None = None
         self.serve_live = live if live is not None else not endpoints
         self._transport: Transport | None = None
+        # The attempt log (consumers/attempt_recorder.py): on by default when a store is configured.
+        self.recorder: AttemptRecorder | None = None
+        if config.attempt_log:
+            settings = config.worker
+            self.recorder = AttemptRecorder(
+                config.broker.prefix,
+                batch=settings.attempt_log_batch,
+                interval=settings.attempt_log_interval,
+                capacity=settings.attempt_log_buffer,
+            )
+            self.recorder.install(self.hooks)
 
     async def start(self) -> None:
         """Connect, open every endpoint's channels and start consuming."""
@@ -92,8 +104,11 @@ class Worker:
             in_flight=lambda: {name: runner.in_flight for name, runner in self.runners.items()},
             endpoint_states=self._endpoint_states,
             is_ready=self._is_ready,
+            attempt_log=self._attempt_log_figures if self.recorder is not None else None,
         )
         self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
+        if self.recorder is not None:
+            await self.recorder.start(self.connection)
         delivery = self.config.delivery
         transport = self.transport
         if transport is None:
@@ -193,6 +208,10 @@ class Worker:
         connection = self.connection
         return self.ready.is_set() and connection is not None and not connection.is_closed
 
+    def _attempt_log_figures(self) -> tuple[int, int]:
+        assert self.recorder is not None
+        return self.recorder.dropped, self.recorder.buffered
+
     def _endpoint_states(self) -> dict[str, tuple[str, str]]:
         """Endpoint -> (circuit state, admin state) as this worker's health control knows them (none before start)."""
         if self.health is None:
@@ -220,6 +239,10 @@ class Worker:
                 "the drain",
             )
             handed_back = sum(results or ())
+        if self.recorder is not None:
+            # The records of every attempt made, published within what is left of the grace (at least a second).
+            left = max(deadline - loop.time(), 1.0)
+            await _within(self.recorder.close(left), left + DRAIN_SLACK, "flushing the attempt log")
         await _within(self._close_broker(), max(deadline + CLOSE_BUDGET - loop.time(), 0.5), "closing the connections")
         if self.session is not None:
             await self.session.close()

@@ -210,6 +210,13 @@ class WarrenConfig(BaseSettings):
         # The file's content arrives as init arguments; the environment must win over it.
         return (env_settings, init_settings)
 
+    @property
+    def attempt_log(self) -> bool:
+        """Whether workers publish attempt records: ``worker.attempt_log``, or by default whether a store is set."""
+        if self.worker.attempt_log is not None:
+            return self.worker.attempt_log
+        return self.store.url is not None
+
     def endpoint(self, name: str) -> Endpoint:
         for endpoint in self.endpoints:
             if endpoint.name == name:

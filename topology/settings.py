@@ -244,6 +244,13 @@ class WorkerSettings(_Frozen):
     metrics_max_connections: int = Field(default=64, ge=1)
     rebalance_interval: PositiveDuration = 5.0
     state_refresh_interval: PositiveDuration = 3600.0  # re-append endpoint-state records in force (docs/health.md)
+    # The attempt log (docs/configuration.md): each attempt published as a record on {prefix}.attempts, in batches
+    # of ``attempt_log_batch`` or every ``attempt_log_interval``. None (the default): on when [store] url is set,
+    # since the writer that stores the records runs in `warren api` with the store; off otherwise.
+    attempt_log: bool | None = None
+    attempt_log_batch: int = Field(default=200, ge=1, le=10_000)
+    attempt_log_interval: PositiveDuration = 0.25
+    attempt_log_buffer: int = Field(default=50_000, ge=1)  # records kept while RabbitMQ is away; the oldest go first
 
 
 class CircuitSettings(_Frozen):

@@ -34,6 +34,7 @@ from warren.broker.admin.schemas import (
     EndpointPatch,
     EventAttempts,
     ListQuery,
+    RecoverOut,
     RevealedSecret,
     RevealedSecrets,
     Rotated,
@@ -46,6 +47,7 @@ from warren.broker.admin.schemas import (
 )
 from warren.broker.admin.service import EndpointService, delivered
 from warren.broker.attempt_records import AttemptEntry
+from warren.broker.dlq.selection import parse_moment
 from warren.broker.ingest.auth import check_authorization, encode_tokens
 from warren.broker.ingest.body import invalid, parse_body, validation_problems
 from warren.broker.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError, FieldProblem
@@ -291,6 +293,27 @@ async def _endpoint_attempts(request: web.Request) -> web.Response:
     return _json(AttemptPage(data=[_attempt(e) for e in page.entries], next_cursor=page.next_cursor))
 
 
+async def _recover(request: web.Request) -> web.Response:
+    service = await _service(request)
+    since = request.query.get("since")
+    if not since:
+        raise ApiError(422, INVALID_REQUEST, "since is required: an ISO 8601 time or a duration ago (1h)")
+    try:
+        since_ms = parse_moment(since, datetime.now(UTC))
+    except (ValueError, OverflowError) as exc:
+        raise ApiError(422, INVALID_REQUEST, f"since: {exc}") from None
+    report = await service.recover(_name(request), since_ms)
+    return _json(
+        RecoverOut(
+            name=_name(request),
+            since=_iso(since_ms / 1000) or "",
+            recovered=report.moved,
+            dlq_depth=report.depth,
+            scanned=report.scanned,
+        )
+    )
+
+
 async def _sweep(app: web.Application) -> None:
     """Every SWEEP_INTERVAL: stop signing with rotated-out secrets whose grace period is over."""
     while True:
@@ -325,6 +348,7 @@ def add_admin_routes(app: web.Application, config: WarrenConfig, applier: Endpoi
     router.add_post(ADMIN_PREFIX + "/{name}/test", _test)
     router.add_get(ADMIN_PREFIX + "/{name}/attempts", _endpoint_attempts)
     router.add_get(EVENT_ATTEMPTS, _event_attempts)
+    router.add_post(ADMIN_PREFIX + "/{name}/recover", _recover)
 
     async def sweeping(app: web.Application) -> Any:
         try:  # open (and migrate) the store now; if it is down, the first admin request tries again

@@ -28,6 +28,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.TestOut, "serialization"),
     (s.EventAttempts, "serialization"),
     (s.AttemptPage, "serialization"),
+    (s.RecoverOut, "serialization"),
 ]
 _SECURITY: list[dict[str, list[str]]] = [{"admin": []}]
 _NAME = {
@@ -249,6 +250,31 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "responses": {
                         "200": _json("EventAttempts", "The event's attempts."),
                         **_errors("401", "422", "503"),
+                    },
+                }
+            },
+            one + "/recover": {
+                "post": {
+                    "operationId": "recoverEndpoint",
+                    "summary": "Send back what failed for good since a moment (the DLQ's letters dead since then)",
+                    "description": "Each dead letter of the endpoint that died at or after `since` is published "
+                    "to the endpoint again with a fresh retry budget, confirmed, then removed from its DLQ; older "
+                    "ones stay. As `warren dlq replay --since`.",
+                    "security": _SECURITY,
+                    "parameters": [
+                        _NAME,
+                        {
+                            **_query(
+                                "since",
+                                {"type": "string", "minLength": 1, "maxLength": 64},
+                                "An ISO 8601 time (`2026-05-01T12:00:00Z`; naive is UTC) or a duration ago (`2h`).",
+                            ),
+                            "required": True,
+                        },
+                    ],
+                    "responses": {
+                        "200": _json("RecoverOut", "How many dead letters were sent back."),
+                        **_errors("401", "404", "409", "422", "503"),
                     },
                 }
             },

@@ -33,6 +33,7 @@ __all__ = [
     "EndpointPatch",
     "EventAttempts",
     "ListQuery",
+    "RecoverOut",
     "RevealedSecret",
     "RevealedSecrets",
     "RotateIn",
@@ -270,3 +271,11 @@ class EventAttempts(BaseModel):
 class AttemptPage(BaseModel):
     data: list[AttemptOut] = Field(description="Newest first.")
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last one.")
+
+
+class RecoverOut(BaseModel):
+    name: str
+    since: str = Field(description="The moment asked for, in ISO 8601 (UTC).")
+    recovered: int = Field(description="Dead letters sent back for delivery (dead at or after `since`).")
+    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before the recovery.")
+    scanned: int = Field(description="Dead letters read: all of them unless the DLQ held more than one pass reads.")

@@ -21,6 +21,8 @@ import orjson
 from pydantic import ValidationError
 
 from warren.broker.admin.applier import EndpointApplier, LiveApplier
+from warren.broker.dlq.move import MoveReport
+from warren.broker.dlq.recover import recover
 from warren.broker.events import Event
 from warren.broker.ingest.body import invalid, validation_problems
 from warren.broker.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
@@ -42,7 +44,7 @@ from warren.store.records import (
 from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.errors import BrokerUnavailable, WarrenError
+from warren.topology.errors import BrokerUnavailable, ReplayError, TopologyError, WarrenError
 from warren.topology.topics import topic_matches
 
 __all__ = [
@@ -325,6 +327,17 @@ class EndpointService:
         except AdminError as exc:
             raise ApiError(409, REFUSED, str(exc)) from exc
         return (await self.states([name]))[name], bool(change.records)
+
+    async def recover(self, name: str, since_ms: int) -> MoveReport:
+        """Send back what failed for good since ``since_ms``: the DLQ's letters dead at or after it (dlq/recover.py)."""
+        await self.get(name)
+        try:
+            async with open_connection(self.config, "warren-admin") as connection:
+                return await recover(connection, self.config.broker.prefix, name, since_ms)
+        except BrokerUnavailable as exc:
+            raise ApiError(503, BROKER_UNAVAILABLE, f"nothing recovered: {exc}") from exc
+        except (ReplayError, TopologyError) as exc:
+            raise ApiError(409, REFUSED, str(exc)) from exc
 
     async def test(self, name: str, event_type: str = "warren.test", data: Any = None) -> TestResult:
         """Send one signed test event to the endpoint now, as a worker would, and say what came of it."""

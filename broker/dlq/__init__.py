@@ -6,6 +6,7 @@
 - ``move``      filtered replay: publish with a confirm, then ack the DLQ copy
 - ``shovel``    whole-queue replay inside RabbitMQ by a dynamic shovel
 - ``purge``     emptying a DLQ
+- ``recover``   what failed since a moment, replayed (the admin API's and ``warren endpoint recover``'s)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from warren.broker.dlq.browse import MAX_SCAN, browse, delivery_limit
 from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.move import MoveReport, move_selected
 from warren.broker.dlq.purge import purge_dlq
+from warren.broker.dlq.recover import recover
 from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import ShovelReport, replay_by_shovel
 
@@ -28,6 +30,7 @@ __all__ = [
     "move_selected",
     "parse_moment",
     "purge_dlq",
+    "recover",
     "replay_by_shovel",
     "select",
 ]

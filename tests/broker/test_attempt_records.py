@@ -7,10 +7,12 @@ import pytest
 
 from warren.broker.attempt_records import (
     ERROR_CHARS,
+    FIELDS,
     AttemptEntry,
     MalformedBatch,
     decode_batch,
     encode_batch,
+    encode_rows,
 )
 
 
@@ -31,6 +33,13 @@ def entry(**changes: object) -> AttemptEntry:
     }
     fields.update(changes)
     return AttemptEntry(**fields)  # type: ignore[arg-type]
+
+
+def test_rows_encode_as_the_entries_do() -> None:
+    batch = [entry(), entry(id="r2", tenant=None, error="x" * 10)]
+    rows = [{name: getattr(e, name) for name in FIELDS} for e in batch]
+    assert encode_rows(rows) == encode_batch(batch)
+    assert list(decode_batch(encode_rows(rows))) == batch
 
 
 def test_a_batch_round_trips_and_knows_its_failures() -> None:

@@ -1,4 +1,5 @@
-"""``warren endpoint list|show|pause|resume|disable|enable``: endpoint health, read from and written to RabbitMQ.
+"""``warren endpoint list|show|pause|resume|disable|enable|recover``: endpoint health, read from and written to
+RabbitMQ; ``recover`` sends back what failed for good since a moment (its DLQ's letters dead since then).
 
 With a store (``[store] url``) the endpoints created at runtime are listed and changed too, beside the file's
 (``create``, ``update``, ``delete``... live in ``endpoint_edit_cmd.py``). The state (circuit, pause, disable,
@@ -11,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from warren.broker.dlq import parse_moment, recover
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
@@ -29,8 +32,8 @@ __all__ = ["register"]
 
 endpoint_app = typer.Typer(
     name="endpoint",
-    help="Endpoints: state, reason and since when; pause, resume, disable, enable (fleet-wide); "
-    "create, update, delete, rotate-secret, test (with a store).",
+    help="Endpoints: state, reason and since when; pause, resume, disable, enable (fleet-wide); recover what "
+    "failed since a moment; create, update, delete, rotate-secret, test (with a store).",
     no_args_is_help=True,
 )
 
@@ -236,6 +239,38 @@ def disable(name: NameArgument, config: ConfigOption = None, reason: ReasonOptio
 def enable(name: NameArgument, config: ConfigOption = None) -> None:
     """Enable a disabled (or paused) endpoint; delivery resumes."""
     _change("enable", name, config, None)
+
+
+@endpoint_app.command("recover")
+def recover_failed(
+    name: NameArgument,
+    since: Annotated[
+        str, typer.Option("--since", help="Dead at or after: ISO time (2026-05-01T12:00Z) or ago (15m, 2h, 1d).")
+    ],
+    config: ConfigOption = None,
+) -> None:
+    """Send back what failed for good since a moment: the DLQ's letters dead since then, with a fresh budget.
+
+    Each is published to the endpoint again, confirmed, then removed from the DLQ; older ones stay. The admin
+    API's POST /v1/endpoints/NAME/recover?since=... does the same.
+    """
+    settings = _load(config)
+    _check_endpoint(settings, name)
+    try:
+        since_ms = parse_moment(since, datetime.now(UTC))
+    except (ValueError, OverflowError) as exc:
+        fail(f"--since: {exc}", EXIT_USAGE)
+
+    async def apply() -> tuple[int, int]:
+        async with open_connection(settings) as connection:
+            report = await recover(connection, settings.broker.prefix, name, since_ms)
+            return report.moved, report.depth
+
+    moved, depth = run(apply())
+    say(
+        f"{escape(name)}: recovered {moved} dead letter(s) dead since {iso(since_ms / 1000)}; "
+        f"{depth - moved} left in its DLQ"
+    )
 
 
 def register(app: typer.Typer) -> None:
