@@ -17,7 +17,7 @@ from rich.text import Text
 
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
 from warren.broker.dlq.letters import format_ms
-from warren.broker.live_set import announced_endpoints, with_live_endpoints
+from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
@@ -122,9 +122,6 @@ async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status
     try:
         live = await announced_endpoints(connection, config.broker.prefix)
         everything = with_live_endpoints(config, live)
-        unknown = [n for n in endpoints or () if n not in {e.name for e in everything.endpoints}]
-        if unknown:
-            raise UnknownEndpoints(f"unknown endpoint(s): {', '.join(unknown)}")
         states = await _states(connection, everything)
         file_names = {e.name for e in config.endpoints}
         async with ManagementClient.from_settings(config.broker) as api:
@@ -148,10 +145,6 @@ async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: fl
             await asyncio.sleep(interval)
 
 
-class UnknownEndpoints(Exception):
-    """``--endpoints`` names an endpoint neither the file nor the endpoints stream has (a usage error)."""
-
-
 def status(
     config: ConfigOption = None,
     endpoints: Annotated[
@@ -166,20 +159,23 @@ def status(
     """Show each endpoint's queues, retries waiting, dead letters, circuit and rates (live endpoints too)."""
     cfg = load(config)
     names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
+    unknown = [n for n in names or () if n not in {e.name for e in cfg.endpoints}]
+    if unknown:  # not in the file: live ones, perhaps (read from RabbitMQ only then)
+        live = run(read_live_endpoints(cfg))
+        unknown = [n for n in unknown if n not in live]
+    if unknown:
+        fail(f"unknown endpoint(s): {', '.join(unknown)}", EXIT_USAGE)
     try:
         period = parse_duration(interval)
     except ValueError as exc:
         fail(f"--interval: {exc}", EXIT_USAGE)
     if period <= 0:
         fail("--interval must be positive", EXIT_USAGE)
-    try:
-        if watch:
-            with contextlib.suppress(KeyboardInterrupt):
-                run(_watch(cfg, names, period, as_json))
-            return
-        snapshot = run(_snapshot(cfg, names))
-    except UnknownEndpoints as exc:
-        fail(str(exc), EXIT_USAGE)
+    if watch:
+        with contextlib.suppress(KeyboardInterrupt):
+            run(_watch(cfg, names, period, as_json))
+        return
+    snapshot = run(_snapshot(cfg, names))
     if as_json:
         typer.echo(json.dumps(snapshot.to_json(), indent=2))
     else:
