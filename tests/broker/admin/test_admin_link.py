@@ -26,9 +26,10 @@ from tests.broker.ingest.conftest import TOKEN
 from tests.conftest import TEST_STORE_KEY
 from tests.support.rabbit import RabbitServer
 from tests.support.topology import declare
-from warren.broker.admin.link import CONNECTION_NAME
+from warren.broker.admin.link import CONNECTION_NAME, AdminLink
 from warren.broker.ingest.app import LINK, create_app
 from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueProbe
 from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(90)
@@ -119,6 +120,38 @@ async def test_a_burst_of_admin_calls_uses_one_connection_closed_on_shutdown(
     finally:
         await runner.cleanup()
     # And once the API shut down, it is closed
+    await until(lambda: _count(api, vhost), 0)
+
+
+async def test_the_link_renews_its_connection_once_it_used_its_channel_numbers(
+    make_config: Callable[..., WarrenConfig],
+    rabbit_server: RabbitServer,
+    two_connection_vhost: tuple[str, ManagementClient],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a link that renews its connection after 10 channel numbers (1500 in production), none reused
+    monkeypatch.setattr("warren.broker.admin.link.ROTATE_AFTER", 10)
+    vhost, api = two_connection_vhost
+    config = make_config([], broker={"url": rabbit_server.amqp_url(vhost)})
+    await declare(config)
+    await api.request("PUT", f"vhost-limits/{quote(vhost, safe='')}/max-connections", {"value": 2})  # old + new
+    link = AdminLink(config.broker)
+    seen: list[int] = []
+    try:
+        # When operations open and close channels on it, some closed by RabbitMQ (a passive declare of nothing)
+        for _ in range(12):
+            async with link.connection() as connection:
+                probe = QueueProbe(connection)
+                assert await probe.depth("no-such-queue") is None
+                assert await probe.depth("no-such-queue-either") is None
+                await probe.close()
+                seen.append(id(connection.transport.connection))  # type: ignore[attr-defined]
+        # Then a fresh connection took over once 10 numbers were used (each operation opens 2 to 3 channels),
+        # and the spent one was closed: the vhost allows two connections, and one admin connection is left
+        assert len(set(seen)) >= 3 and seen == sorted(seen, key=seen.index)
+        await until(lambda: _count(api, vhost), 1)
+    finally:
+        await link.close()
     await until(lambda: _count(api, vhost), 0)
 
 
