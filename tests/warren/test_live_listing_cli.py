@@ -17,7 +17,7 @@ from tests.support.topology import declare
 from warren.broker.live_apply import apply_endpoint
 from warren.topology.config import Endpoint, WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # four `warren` runs each; seconds apiece on a loaded machine
 
 
 @pytest.fixture
