@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiormq.exceptions
@@ -57,6 +58,21 @@ EndpointConfig = Endpoint
 CONSUMERS_GONE_SLACK = 2.0
 POLL = 0.02
 REMOVED_REASON = "endpoint removed with force"
+
+
+@contextlib.asynccontextmanager
+async def _connection(
+    settings: WarrenConfig, given: AbstractConnection | None, name: str
+) -> AsyncIterator[AbstractConnection]:
+    """``given`` as it is (the caller's, kept open), or a connection of this call's own, closed after it."""
+    if given is not None:
+        yield given
+        return
+    connection = await connect_once(settings.broker.urls, name=name)
+    try:
+        yield connection
+    finally:
+        await connection.close()
 
 
 def _by() -> str:
@@ -162,8 +178,13 @@ async def _stale_subscriptions(settings: WarrenConfig, endpoint: Endpoint) -> li
     )
 
 
-async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
+async def apply_endpoint(
+    settings: Settings, endpoint: EndpointConfig, *, connection: AbstractConnection | None = None
+) -> None:
     """Declare ``endpoint``'s exchange, bindings and queues (idempotent), then announce it to every worker.
+
+    On ``connection`` when given (``warren api`` keeps one for its lifetime, broker/admin/link.py), else on a
+    connection of its own.
 
     Raises EndpointNotEmpty when the change moves ordering or partitions of queues that hold messages,
     LiveApplyError when it cannot be applied otherwise, TopologyError when the broker refuses an object (or
@@ -176,34 +197,43 @@ async def apply_endpoint(settings: Settings, endpoint: EndpointConfig) -> None:
     except StoreKeyError as exc:
         raise LiveApplyError(f"endpoint {endpoint.name!r}: secrets not sealed for the workers: {exc}") from None
     record = EndpointRecord.applying(endpoint, _by(), sealer)
-    prefix = settings.broker.prefix
-    plan = endpoint_plan(settings, endpoint)
     # The management API's answer and the AMQP connection are awaited together: apply latency is the sum of
     # round trips, and these two need nothing of each other.
     stale_reading = asyncio.ensure_future(_stale_subscriptions(settings, endpoint))
     try:
-        connection = await connect_once(settings.broker.urls, name="warren-live-apply")
-    except BaseException:
-        stale_reading.cancel()
-        raise
-    try:
-        before, stale = await asyncio.gather(_layout(connection, prefix, endpoint.name), stale_reading)
-        wanted = set(consumed_queues(prefix, endpoint))
-        dropped = {q: n for q, n in before.consumed.items() if q not in wanted}
-        if dropped:
-            await _relayout(connection, settings, endpoint, dropped)
-        await declare_plan(connection, plan)
-        if stale:
-            await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
-        await _announce(connection, prefix, record)
-        if dropped:
-            try:
-                await _retire(connection, settings, endpoint.name, list(dropped), force=False)
-            except EndpointNotEmpty as exc:
-                # Applied: only messages handed back by workers as they switched are left in an old queue.
-                log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
+        async with _connection(settings, connection, "warren-live-apply") as conn:
+            await _apply_on(conn, settings, endpoint, record, stale_reading)
     finally:
-        await connection.close()
+        if not stale_reading.done():
+            stale_reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await stale_reading
+
+
+async def _apply_on(
+    connection: AbstractConnection,
+    settings: WarrenConfig,
+    endpoint: Endpoint,
+    record: EndpointRecord,
+    stale_reading: asyncio.Future[list[tuple[str, str]]],
+) -> None:
+    prefix = settings.broker.prefix
+    plan = endpoint_plan(settings, endpoint)
+    before, stale = await asyncio.gather(_layout(connection, prefix, endpoint.name), stale_reading)
+    wanted = set(consumed_queues(prefix, endpoint))
+    dropped = {q: n for q, n in before.consumed.items() if q not in wanted}
+    if dropped:
+        await _relayout(connection, settings, endpoint, dropped)
+    await declare_plan(connection, plan)
+    if stale:
+        await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
+    await _announce(connection, prefix, record)
+    if dropped:
+        try:
+            await _retire(connection, settings, endpoint.name, list(dropped), force=False)
+        except EndpointNotEmpty as exc:
+            # Applied: only messages handed back by workers as they switched are left in an old queue.
+            log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
 
 
 async def _relayout(
@@ -249,41 +279,45 @@ async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tup
             await channel.close()
 
 
-async def remove_endpoint(settings: Settings, name: str, *, force: bool) -> None:
+async def remove_endpoint(
+    settings: Settings, name: str, *, force: bool, connection: AbstractConnection | None = None
+) -> None:
     """Stop delivery to ``name`` everywhere, then delete its queues when empty.
 
     With ``force``, what its queues still hold is first moved into its dead-letter queue. Without it, raises
     EndpointNotEmpty (and changes nothing) when its queues or its DLQ hold messages; and, when messages came
     back from the workers as they stopped, raises it after stopping delivery, with every message still queued.
+    On ``connection`` when given, else on a connection of its own.
     """
+    async with _connection(settings, connection, "warren-live-remove") as conn:
+        await _remove_on(conn, settings, name, force=force)
+
+
+async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, name: str, *, force: bool) -> None:
     prefix = settings.broker.prefix
-    connection = await connect_once(settings.broker.urls, name="warren-live-remove")
+    layout = await _layout(connection, prefix, name)
+    held = {q: n for q, n in layout.consumed.items() if n}
+    if layout.dlq:
+        held[names.dlq(prefix, name)] = layout.dlq
+    if held and not force:
+        listed = ", ".join(f"{q} ({n})" for q, n in sorted(held.items()))
+        raise EndpointNotEmpty(
+            f"endpoint {name!r} holds messages ({listed}): nothing removed; remove it with force to move "
+            "them into its dead-letter queue, or let it drain first",
+            held,
+        )
+    await _announce(connection, prefix, EndpointRecord.removing(name, _by()))
+    if not layout.exists:
+        return
+    channel = await connection.channel()
     try:
-        layout = await _layout(connection, prefix, name)
-        held = {q: n for q, n in layout.consumed.items() if n}
-        if layout.dlq:
-            held[names.dlq(prefix, name)] = layout.dlq
-        if held and not force:
-            listed = ", ".join(f"{q} ({n})" for q, n in sorted(held.items()))
-            raise EndpointNotEmpty(
-                f"endpoint {name!r} holds messages ({listed}): nothing removed; remove it with force to move "
-                "them into its dead-letter queue, or let it drain first",
-                held,
-            )
-        await _announce(connection, prefix, EndpointRecord.removing(name, _by()))
-        if not layout.exists:
-            return
-        channel = await connection.channel()
-        try:
-            await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
-        finally:
-            with contextlib.suppress(Exception):
-                await channel.close()
-        ordered = any(not q.endswith(".q") for q in layout.consumed)
-        await _retire(connection, settings, name, list(layout.consumed), force=force)
-        await _dead_letters_after(connection, prefix, name, ordered=ordered)
+        await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
     finally:
-        await connection.close()
+        with contextlib.suppress(Exception):
+            await channel.close()
+    ordered = any(not q.endswith(".q") for q in layout.consumed)
+    await _retire(connection, settings, name, list(layout.consumed), force=force)
+    await _dead_letters_after(connection, prefix, name, ordered=ordered)
 
 
 async def _retire(

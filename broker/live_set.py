@@ -12,12 +12,24 @@ import logging
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endpoint
 from warren.broker.stream_read import read_to_end
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 
-__all__ = ["announced_endpoints", "with_live_endpoints"]
+__all__ = [
+    "API_MANAGED",
+    "FILE_MANAGED",
+    "announced_endpoints",
+    "managed_by",
+    "read_live_endpoints",
+    "with_live_endpoints",
+]
+
+# How commands mark an endpoint: from the configuration file, or live (created through the admin API or CLI).
+FILE_MANAGED = "file"
+API_MANAGED = "api"
 
 log = logging.getLogger("warren.live")
 
@@ -52,6 +64,21 @@ async def announced_endpoints(connection: AbstractConnection, prefix: str) -> di
         except ValueError as exc:
             log.warning("live endpoint %s left out: %s", name, exc)
     return live
+
+
+async def read_live_endpoints(config: WarrenConfig, timeout: float = 5.0) -> dict[str, Endpoint]:
+    """``announced_endpoints`` on a connection of its own (for a command that has none open)."""
+    connection = await connect_once(config.broker.urls, name="warren-live-read", timeout=timeout)
+    try:
+        return await announced_endpoints(connection, config.broker.prefix)
+    finally:
+        with contextlib.suppress(Exception):
+            await connection.close()
+
+
+def managed_by(file_config: WarrenConfig, name: str) -> str:
+    """``file`` for an endpoint of the configuration file, ``api`` for a live one."""
+    return FILE_MANAGED if any(e.name == name for e in file_config.endpoints) else API_MANAGED
 
 
 def with_live_endpoints(config: WarrenConfig, live: dict[str, Endpoint]) -> WarrenConfig:

@@ -8,13 +8,14 @@ seconds old, and the status says when it could not reach it or when the broker c
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import quote
 
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.live_set import API_MANAGED, FILE_MANAGED
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueProbe
 from warren.topology import names
@@ -80,6 +81,7 @@ class EndpointStatus:
     queues: tuple[QueueRow, ...]  # the work queue, or the partitions
     dlq: QueueRow
     circuit: str  # the endpoint's health in one word: active, open, half-open, paused, disabled, throttled
+    managed_by: str = FILE_MANAGED  # API_MANAGED: a live endpoint (created through the admin API), not in the file
 
     @property
     def ready(self) -> int:
@@ -166,11 +168,13 @@ async def collect_status(
     api: ManagementClient | None,
     endpoints: Sequence[str] | None = None,
     states: Mapping[str, str] | None = None,
+    live: Collection[str] = (),
 ) -> Status:
     """One snapshot of every configured endpoint (or those named) and of the delay chain.
 
     ``states`` is each endpoint's health in one word (active, open, half-open, paused, disabled, throttled),
-    read by the caller from the fleet's state stream; an endpoint missing from it shows ``n/a``.
+    read by the caller from the fleet's state stream; an endpoint missing from it shows ``n/a``. ``live`` names
+    the endpoints of ``config`` that are live (``managed_by`` api), not the file's.
     """
     prefix = config.broker.prefix
     plan = plan_topology(config)
@@ -202,7 +206,14 @@ async def collect_status(
             rows = tuple([await row(q.name, q.role) for q in queues])
             dead = await row(names.dlq(prefix, endpoint.name), "dead letters")
             result.append(
-                EndpointStatus(endpoint.name, endpoint.ordering, rows, dead, (states or {}).get(endpoint.name, UNKNOWN))
+                EndpointStatus(
+                    endpoint.name,
+                    endpoint.ordering,
+                    rows,
+                    dead,
+                    (states or {}).get(endpoint.name, UNKNOWN),
+                    API_MANAGED if endpoint.name in live else FILE_MANAGED,
+                )
             )
         delay = tuple(
             [

@@ -8,7 +8,7 @@ dead-letter exchange and its DLQs, then anything else the plan holds so that not
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from rich.console import Console
 from rich.text import Text
@@ -112,9 +112,10 @@ def _from(bindings: Iterable[Binding], source: str) -> list[Binding]:
 class _Builder:
     """Walks the plan once, remembering what it has shown so that leftovers can be listed at the end."""
 
-    def __init__(self, plan: Plan, prefix: str) -> None:
+    def __init__(self, plan: Plan, prefix: str, live: Collection[str] = ()) -> None:
         self.plan = plan
         self.prefix = prefix
+        self.live = {names.endpoint_exchange(prefix, name) for name in live}
         self.exchanges = {e.name: e for e in plan.exchanges}
         self.queues = {q.name: q for q in plan.queues}
         self.shown: set[str] = set()
@@ -153,6 +154,8 @@ class _Builder:
         kind = exchange.type if exchange else "not in the plan"
         detail = _exchange_detail(exchange) if exchange else ""
         label = Text(", ".join(patterns), style="magenta") + Text(" → ") + _label(name, kind, detail)
+        if name in self.live:
+            label.append("  live (api-managed)", style="yellow")
         node = parent.add(label)
         self.shown.add(name)
         for binding in _from(self.plan.bindings, name):
@@ -224,11 +227,13 @@ class _Builder:
 _PER_LEVEL = frozenset({"x-message-ttl", "x-dead-letter-exchange"})
 
 
-def plan_tree(plan: Plan, prefix: str, title: str | None = None) -> Tree:
-    """The plan as a tree: events → endpoints → queues, the delay chain, the dead letters, the rest."""
+def plan_tree(plan: Plan, prefix: str, title: str | None = None, live: Collection[str] = ()) -> Tree:
+    """The plan as a tree: events → endpoints → queues, the delay chain, the dead letters, the rest.
+
+    ``live`` names endpoints that are live (created through the admin API), marked so beside the file's."""
     counts = f"{len(plan.exchanges)} exchanges, {len(plan.queues)} queues, {len(plan.bindings)} bindings"
     root = Tree(Text(title or f"Warren topology (prefix {prefix!r})", style="bold") + Text(f"  {counts}", style="dim"))
-    builder = _Builder(plan, prefix)
+    builder = _Builder(plan, prefix, live)
     builder.events(root)
     builder.delays(root)
     builder.dead(root)
@@ -236,9 +241,9 @@ def plan_tree(plan: Plan, prefix: str, title: str | None = None) -> Tree:
     return root
 
 
-def render_text(plan: Plan, prefix: str, title: str | None = None, width: int = 120) -> str:
+def render_text(plan: Plan, prefix: str, title: str | None = None, width: int = 120, live: Collection[str] = ()) -> str:
     """The tree as plain text (no colour), for tests, logs and files."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False, soft_wrap=False)
-    console.print(plan_tree(plan, prefix, title))
+    console.print(plan_tree(plan, prefix, title, live))
     return buffer.getvalue()

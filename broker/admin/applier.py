@@ -2,7 +2,8 @@
 
 ``EndpointApplier`` is what the service needs; ``LiveApplier`` is the real one, which calls
 ``warren.broker.live_apply`` (imported on first use: it declares the endpoint's exchange, bindings and queues
-incrementally and announces the change on the control exchange, so every worker serves it without a restart).
+incrementally and announces the change on the control exchange, so every worker serves it without a restart),
+on the admin side's one shared connection (``AdminLink``) when it is given one.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Protocol
 
+from warren.broker.admin.link import AdminLink
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import WarrenError
 
@@ -31,7 +33,10 @@ class EndpointApplier(Protocol):
 
 
 class LiveApplier:
-    """The applier of a running deployment: ``warren.broker.live_apply``."""
+    """The applier of a running deployment: ``warren.broker.live_apply``, on ``link``'s connection if given."""
+
+    def __init__(self, link: AdminLink | None = None) -> None:
+        self.link = link
 
     def _module(self) -> object:
         try:
@@ -44,7 +49,19 @@ class LiveApplier:
             ) from None
 
     async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
-        await self._module().apply_endpoint(settings, endpoint)  # type: ignore[attr-defined]
+        module = self._module()
+        if self.link is None:
+            await module.apply_endpoint(settings, endpoint)  # type: ignore[attr-defined]
+            return
+        async with self.link.connection() as connection:
+            await module.apply_endpoint(settings, endpoint, connection=connection)  # type: ignore[attr-defined]
 
     async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
-        await self._module().remove_endpoint(settings, name, force=force)  # type: ignore[attr-defined]
+        module = self._module()
+        if self.link is None:
+            await module.remove_endpoint(settings, name, force=force)  # type: ignore[attr-defined]
+            return
+        async with self.link.connection() as connection:
+            await module.remove_endpoint(  # type: ignore[attr-defined]
+                settings, name, force=force, connection=connection
+            )

@@ -21,13 +21,14 @@ import orjson
 from pydantic import ValidationError
 
 from warren.broker.admin.applier import EndpointApplier, LiveApplier
+from warren.broker.admin.link import AdminLink
 from warren.broker.dlq.move import MoveReport
 from warren.broker.dlq.recover import recover
 from warren.broker.events import Event
 from warren.broker.ingest.body import invalid, validation_problems
 from warren.broker.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
 from warren.consumers.delivery import Delivery
-from warren.consumers.health.admin import AdminError, change_admin, open_connection, read_views
+from warren.consumers.health.admin import AdminError, change_admin, read_views
 from warren.consumers.health.records import EndpointView, summary
 from warren.consumers.http_transport import HttpTransport, new_session
 from warren.consumers.transport import Outcome, SendResult
@@ -94,18 +95,24 @@ def _file_managed(name: str) -> ApiError:
 
 
 class EndpointService:
-    """Endpoints as live data: the store, RabbitMQ through ``applier``, and ``config`` for everything else."""
+    """Endpoints as live data: the store, RabbitMQ through ``applier``, and ``config`` for everything else.
+
+    Every RabbitMQ operation of the service (states, state changes, and the real applier's apply and remove)
+    runs on ``link``, one connection for the service's lifetime, closed by ``close()``.
+    """
 
     def __init__(self, config: WarrenConfig, store: EndpointStore, applier: EndpointApplier | None = None) -> None:
         self.config = config
         self.store = store
-        self.applier: EndpointApplier = applier or LiveApplier()
+        self.link = AdminLink(config.broker)
+        self.applier: EndpointApplier = applier or LiveApplier(self.link)
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        await self.link.close()
 
     # -- reading -------------------------------------------------------------------------------------------
 
@@ -135,7 +142,7 @@ class EndpointService:
         """Each endpoint's state as the fleet knows it (RabbitMQ's state stream)."""
         bare = self.config.model_copy(update={"endpoints": ()})
         try:
-            async with open_connection(bare, "warren-admin") as connection:
+            async with self.link.connection() as connection:
                 views = await read_views(connection, bare)
         except WarrenError as exc:  # unreachable, or `warren setup` never ran
             raise ApiError(503, BROKER_UNAVAILABLE, f"cannot read endpoint states: {exc}") from exc
@@ -320,7 +327,7 @@ class EndpointService:
         endpoint = await self.served(stored)
         settings = self._settings(endpoint)
         try:
-            async with open_connection(settings, "warren-admin") as connection:
+            async with self.link.connection() as connection:
                 change = await change_admin(connection, settings, name, action, reason)
         except BrokerUnavailable as exc:
             raise ApiError(503, BROKER_UNAVAILABLE, f"state not changed: {exc}") from exc
@@ -332,7 +339,7 @@ class EndpointService:
         """Send back what failed for good since ``since_ms``: the DLQ's letters dead at or after it (dlq/recover.py)."""
         await self.get(name)
         try:
-            async with open_connection(self.config, "warren-admin") as connection:
+            async with self.link.connection() as connection:
                 return await recover(connection, self.config.broker.prefix, name, since_ms)
         except BrokerUnavailable as exc:
             raise ApiError(503, BROKER_UNAVAILABLE, f"nothing recovered: {exc}") from exc

@@ -48,8 +48,12 @@ async def read_views(connection: AbstractConnection, config: WarrenConfig) -> di
     """Every configured endpoint's state as the fleet knows it (endpoints never changed have defaults)."""
     store = StateStore(config.broker.prefix)
     await store.attach(connection)
+    try:
+        records = await store.load(connection)
+    finally:
+        await store.detach()  # the connection may be shared and long-lived (the admin API's)
     views = {endpoint.name: EndpointView(endpoint.name) for endpoint in config.endpoints}
-    for record in await store.load(connection):
+    for record in records:
         views.setdefault(record.endpoint, EndpointView(record.endpoint)).apply(record)
     return views
 
@@ -130,8 +134,11 @@ async def change_admin(
     event = event_for(view, admin)
     store = StateStore(config.broker.prefix)
     await store.attach(connection)
-    for record in records:
-        await store.publish(record)
+    try:
+        for record in records:
+            await store.publish(record)
+    finally:
+        await store.detach()
     if event in (DISABLED_EVENT, ENABLED_EVENT):
         await publish_now(connection, config.broker.prefix, event, event_data(admin, current))
     return Change(tuple(records), event)

@@ -57,6 +57,13 @@ class StateStore:
         self._channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         self._control = await self._channel.get_exchange(self.control_name, ensure=False)
 
+    async def detach(self) -> None:
+        """Close the channel ``attach`` opened (for a caller whose connection outlives this store)."""
+        channel, self._channel, self._control = self._channel, None, None
+        if channel is not None and not channel.is_closed:
+            with contextlib.suppress(Exception):
+                await channel.close()
+
     async def publish(self, record: StateRecord) -> None:
         """Broadcast a record to every worker and the stream; returns once RabbitMQ confirmed it."""
         assert self._control is not None, "attach() first"

@@ -93,3 +93,66 @@ async def running_workers(config_path: Path, count: int, *args: str) -> AsyncIte
     finally:
         for worker in workers:
             await worker.cleanup()
+
+
+class ApiProcess:
+    """``warren api`` in a subprocess on 127.0.0.1:``port``; ``kill()`` is SIGKILL. Ready once /readyz says so."""
+
+    def __init__(self, config_path: Path, port: int) -> None:
+        self.config_path = config_path
+        self.port = port
+        self.process: asyncio.subprocess.Process | None = None
+        self.log_path = config_path.with_suffix(f".api.{os.getpid()}.{id(self)}.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> ApiProcess:
+        log = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "warren",
+            "api",
+            "--config",
+            str(self.config_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+        return self
+
+    async def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until GET /readyz answers 200 (or fail with the API's log)."""
+        import aiohttp
+
+        deadline = asyncio.get_running_loop().time() + timeout
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while asyncio.get_running_loop().time() < deadline:
+                assert self.process is not None
+                if self.process.returncode is not None:
+                    break
+                try:
+                    async with session.get(self.url + "/readyz") as response:
+                        if response.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.05)
+        log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        raise AssertionError(f"warren api not ready in {timeout}s:\n{log[-3000:]}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+
+    async def cleanup(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.kill()
+        if self.process is not None:
+            await self.process.wait()

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from warren.broker.dlq import parse_moment, recover
+from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
@@ -73,9 +74,16 @@ def _record(record: StateRecord | None) -> dict[str, Any] | None:
     return data
 
 
-def _row(name: str, view: EndpointView, now: float, parked: int | None) -> dict[str, Any]:
+def _row(name: str, view: EndpointView, now: float, parked: int | None, managed: str) -> dict[str, Any]:
     state, reason, since = summary(view, now)
-    return {"endpoint": name, "state": state, "reason": reason, "since": iso(since), "waiting": parked}
+    return {
+        "endpoint": name,
+        "managed_by": managed,
+        "state": state,
+        "reason": reason,
+        "since": iso(since),
+        "waiting": parked,
+    }
 
 
 def _load(config: ConfigOption) -> WarrenConfig:
@@ -107,27 +115,39 @@ def _check_endpoint(config: WarrenConfig, name: str) -> None:
 
 @endpoint_app.command("list")
 def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Every configured endpoint: its state, why, since when, and how many messages wait for it."""
+    """Every endpoint, the file's and the live ones (managed by: file or api): its state, why, since when,
+    and how many messages wait for it."""
+    file_config = load(config)
     settings = _load(config)
 
     async def gather() -> list[tuple[str, EndpointView, int | None]]:
         async with open_connection(settings) as connection:
-            views = await read_views(connection, settings)
-            return [(e.name, views[e.name], await waiting(connection, settings, e.name)) for e in settings.endpoints]
+            # The live endpoints as RabbitMQ knows them (what workers serve), with or without a store here.
+            everything = with_live_endpoints(settings, await announced_endpoints(connection, settings.broker.prefix))
+            views = await read_views(connection, everything)
+            return [
+                (e.name, views[e.name], await waiting(connection, everything, e.name)) for e in everything.endpoints
+            ]
 
     rows = run(gather())
     now = time.time()
     if as_json:
-        typer.echo(json.dumps([_row(name, view, now, parked) for name, view, parked in rows], indent=2))
+        typer.echo(
+            json.dumps(
+                [_row(name, view, now, parked, managed_by(file_config, name)) for name, view, parked in rows],
+                indent=2,
+            )
+        )
         return
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("endpoint", "state", "since", "reason", "waiting"):
+    for column in ("endpoint", "managed by", "state", "since", "reason", "waiting"):
         table.add_column(column, justify="right" if column == "waiting" else "left")
     style = {"active": "green", "throttled": "yellow", "paused": "yellow", "half-open": "yellow"}
     for name, view, parked in rows:
         state, reason, since = summary(view, now)
         table.add_row(
             escape(name),
+            managed_by(file_config, name),
             f"[{style.get(state, 'red')}]{state}[/]",
             f"{iso(since)} ({_ago(since, now)})" if since else "",
             escape(reason),
@@ -150,7 +170,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
     now = time.time()
     endpoint = settings.endpoint(name)
     data = {
-        **_row(name, view, now, parked),
+        **_row(name, view, now, parked, managed_by(load(config), name)),
         "admin": _record(view.admin),
         "circuit": _record(view.circuit),
         "throttle": _record(view.throttle) if view.throttled_until > now else None,

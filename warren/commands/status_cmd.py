@@ -17,6 +17,7 @@ from rich.text import Text
 
 from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
 from warren.broker.dlq.letters import format_ms
+from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
@@ -43,8 +44,9 @@ def _count(value: int | None) -> str:
 
 def _endpoint_view(endpoint: EndpointStatus) -> RenderableType:
     ordering = "ordered by key" if endpoint.ordering == "key" else "unordered"
+    live = " · [cyan]live (api-managed)[/]" if endpoint.managed_by == "api" else ""
     heading = Text.from_markup(
-        f"[bold]{escape(endpoint.name)}[/] · {ordering} · state [bold]{escape(endpoint.circuit)}[/] · "
+        f"[bold]{escape(endpoint.name)}[/]{live} · {ordering} · state [bold]{escape(endpoint.circuit)}[/] · "
         f"dead letters [bold]{endpoint.dlq.ready}[/]" + ("" if endpoint.dlq.exists else " (DLQ missing)")
     )
     table = Table()
@@ -115,11 +117,17 @@ async def _states(connection: AbstractConnection, config: WarrenConfig) -> dict[
 
 
 async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status:
+    """The file's endpoints and the live ones (the endpoints stream: those created through the admin API)."""
     connection = await connect_once(config.broker.urls, name="warren-status")
     try:
-        states = await _states(connection, config)
+        live = await announced_endpoints(connection, config.broker.prefix)
+        everything = with_live_endpoints(config, live)
+        states = await _states(connection, everything)
+        file_names = {e.name for e in config.endpoints}
         async with ManagementClient.from_settings(config.broker) as api:
-            return await collect_status(config, connection, api, endpoints, states)
+            return await collect_status(
+                everything, connection, api, endpoints, states, live=[n for n in live if n not in file_names]
+            )
     except CONNECTION_EXCEPTIONS as exc:
         raise BrokerUnavailable(f"connection to RabbitMQ lost: {exc or type(exc).__name__}") from exc
     finally:
@@ -148,10 +156,13 @@ def status(
         bool, typer.Option("--json", help="JSON on stdout (one document per line with --watch).")
     ] = False,
 ) -> None:
-    """Show each endpoint's queues, retries waiting, dead letters, circuit and rates."""
+    """Show each endpoint's queues, retries waiting, dead letters, circuit and rates (live endpoints too)."""
     cfg = load(config)
     names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
     unknown = [n for n in names or () if n not in {e.name for e in cfg.endpoints}]
+    if unknown:  # not in the file: live ones, perhaps (read from RabbitMQ only then)
+        live = run(read_live_endpoints(cfg))
+        unknown = [n for n in unknown if n not in live]
     if unknown:
         fail(f"unknown endpoint(s): {', '.join(unknown)}", EXIT_USAGE)
     try:

@@ -1,15 +1,21 @@
-"""``warren topology show|export``: the plan as a tree, or as RabbitMQ definitions JSON. No broker needed."""
+"""``warren topology show|export``: the plan as a tree, or as RabbitMQ definitions JSON. No broker needed, but
+``show --live`` reads the live endpoints (created through the admin API) from RabbitMQ to plan them too."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
+from warren.broker.live_set import read_live_endpoints, with_live_endpoints
 from warren.common import ConfigOption, console, err_console, fail, load
+from warren.topology.config import WarrenConfig
 from warren.topology.definitions import definitions
+from warren.topology.errors import WarrenError
 from warren.topology.planner import plan_topology
 from warren.topology.render import plan_tree, render_text
 
@@ -24,18 +30,44 @@ topology_app = typer.Typer(
 )
 
 
+def _with_live(settings: WarrenConfig) -> tuple[WarrenConfig, list[str]]:
+    """The configuration with the live endpoints the endpoints stream holds, and their names; the file's alone
+    (and a warning) when RabbitMQ cannot be read."""
+    try:
+        live = asyncio.run(read_live_endpoints(settings))
+    except WarrenError as exc:
+        err_console.print(f"[yellow]warning:[/] live endpoints not shown: {escape(str(exc))}", highlight=False)
+        return settings, []
+    file_names = {e.name for e in settings.endpoints}
+    return with_live_endpoints(settings, live), sorted(n for n in live if n not in file_names)
+
+
 @topology_app.command("show")
-def show(config: ConfigOption = None) -> None:
+def show(
+    config: ConfigOption = None,
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Also plan the live endpoints (created through the admin API), read from RabbitMQ; marked live.",
+        ),
+    ] = False,
+) -> None:
     """Print the plan as a tree: events exchange, endpoints and their queues, delay chain, dead letters."""
     settings = load(config)
+    live_names: list[str] = []
+    if live:
+        settings, live_names = _with_live(settings)
     plan = plan_topology(settings)
     broker = settings.broker
     title = f"Warren topology · vhost {broker.vhost!r} · prefix {broker.prefix!r} · {broker.queue_type} queues"
+    if live:
+        title += f" · {len(live_names)} live endpoint(s)"
     if console.is_terminal:
-        console.print(plan_tree(plan, broker.prefix, title))
+        console.print(plan_tree(plan, broker.prefix, title, live_names))
     else:
         # Piped or redirected: plain text, wide enough that names stay whole on one line (rich assumes 80).
-        typer.echo(render_text(plan, broker.prefix, title, width=PIPE_WIDTH), nl=False)
+        typer.echo(render_text(plan, broker.prefix, title, width=PIPE_WIDTH, live=live_names), nl=False)
 
 
 @topology_app.command("export")

@@ -27,11 +27,13 @@ class StandInApplier:
     removed: list[tuple[str, bool]] = field(default_factory=list)
     holding: set[str] = field(default_factory=set)
 
-    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint, *, connection: object = None) -> None:
         assert settings.endpoint(endpoint.name) == endpoint
         self.applied.append(endpoint)
 
-    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
+    async def remove_endpoint(
+        self, settings: WarrenConfig, name: str, *, force: bool, connection: object = None
+    ) -> None:
         if name in self.holding and not force:
             raise WarrenError(f"{name} holds 3 messages: remove it with force to dead-letter them first")
         self.removed.append((name, force))
