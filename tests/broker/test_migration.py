@@ -73,7 +73,18 @@ def test_old_queues_get_one_policy_per_route_naming_exact_queues() -> None:
     records = {q.name: _old(q) for q in plan.queues if q.arguments.get("x-queue-type") == "quorum"}
     policies = {p.name: p for p in migration_policies(plan, "w", records)}
     # Then the work queue and each ordered endpoint's partitions get their route to their own DLQ ...
-    assert set(policies) == {"w.limits", "w.limits.acme", "w.limits.bill"}
+    # (the attempt log's queues drop their oldest batch when full, an overflow of their own: a route each)
+    assert set(policies) == {
+        "w.limits",
+        "w.limits.acme",
+        "w.limits.bill",
+        "w.limits.w.attempts",
+        "w.limits.w.attempts.rejected",
+    }
+    assert dict(policies["w.limits.w.attempts"].definition) == {
+        "delivery-limit": DELIVERY_LIMIT,
+        "overflow": "drop-head",
+    }
     assert dict(policies["w.limits.bill"].definition) == {
         "dead-letter-exchange": "w.dead",
         "dead-letter-routing-key": "bill",

@@ -1,10 +1,10 @@
 """The admin API keeps one RabbitMQ connection for its lifetime: every live apply, removal and state read of a
 burst of calls runs on it (not a connection per call), and it is closed when the API shuts down.
 
-Checked on RabbitMQ's side: the test's own vhost allows two connections (the ingest API's and the admin API's), so
-an operation that opened a connection of its own would be refused by the broker; and the management API lists
-exactly one ``warren-admin`` connection in the vhost while the API runs, with no channel left open by the calls,
-and none once it stopped."""
+Checked on RabbitMQ's side: the test's own vhost allows three connections (the ingest API's, the attempt-log
+writer's, which runs whenever a store is set, and the admin API's), so an operation that opened a connection of
+its own would be refused by the broker; and the management API lists exactly one ``warren-admin`` connection
+in the vhost while the API runs, with no channel left open by the calls, and none once it stopped."""
 
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ async def test_a_burst_of_admin_calls_uses_one_connection_closed_on_shutdown(
         store={"url": f"sqlite:///{tmp_path / 'store.sqlite3'}", "keys": [TEST_STORE_KEY]},
     )
     await declare(config)
-    # Given a vhost that allows two connections at a time, and the API running in it
-    await api.request("PUT", f"vhost-limits/{quote(vhost, safe='')}/max-connections", {"value": 2})
+    # Given a vhost that allows three connections at a time (ingest, attempt-log writer, admin), and the API in it
+    await api.request("PUT", f"vhost-limits/{quote(vhost, safe='')}/max-connections", {"value": 3})
     app = create_app(config)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
@@ -113,7 +113,7 @@ async def test_a_burst_of_admin_calls_uses_one_connection_closed_on_shutdown(
             await call("PATCH", "/v1/endpoints/ep-1", {"events": ["order.*"]})
             await call("POST", "/v1/endpoints/ep-2/rotate-secret", {"grace": 0})
             await call("DELETE", "/v1/endpoints/ep-3")
-        # Then every call succeeded within the two connections the vhost allows
+        # Then every call succeeded within the three connections the vhost allows
         assert created == [201] * CALLS
         # And RabbitMQ lists one admin connection, still open, holding no channel (none left behind by the calls)
         await until(lambda: _channels(api, vhost), [0])
