@@ -29,7 +29,7 @@ from warren.topology.planner import plan_topology
 
 __all__ = ["endpoint_config", "publish", "receiver"]
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_rate_from_samples_and_fallbacks() -> None:

@@ -21,7 +21,7 @@ from warren.consumers.worker import Worker
 
 __all__ = ["start_api", "store_postgres", "store_url"]
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def attempts_of(api: ApiServer, event_id: str) -> list[dict[str, Any]]:

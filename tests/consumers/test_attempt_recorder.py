@@ -31,7 +31,7 @@ from warren.consumers.worker import Worker
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from warren.consumers.hooks import AttemptRecord, DeliveryHooks
 from warren.consumers.worker import Worker
 from warren.topology import names
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def dlq_messages(management: Any, config: Any, endpoint: str, expected: int, timeout: float = 10) -> list[Any]:

@@ -23,7 +23,7 @@ from tests.support.receiver import Receiver, Reply
 from warren.broker.events import Event
 from warren.consumers.worker import Worker
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 NO_CIRCUIT = {"enabled": False}
 

@@ -18,7 +18,7 @@ from warren.consumers.metrics_server import MetricsServer
 from warren.consumers.worker import Worker
 from warren.topology import names
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def scrape(port: int, host: str = "127.0.0.1") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

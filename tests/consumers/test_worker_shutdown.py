@@ -20,7 +20,7 @@ from tests.support.processes import WorkerProcess, write_config
 from tests.support.tcp_proxy import TcpProxy
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 GRACE = 1.0
 # The documented bound: the grace period, plus at most CLOSE_BUDGET for closing what no longer answers.

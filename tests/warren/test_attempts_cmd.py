@@ -21,7 +21,7 @@ from warren.topology.config import StoreSettings, WarrenConfig
 
 __all__ = ["store_postgres", "store_url"]
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def cli(*args: str) -> Result:

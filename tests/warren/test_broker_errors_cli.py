@@ -11,7 +11,7 @@ import pytest
 from tests.support.cli import warren
 from tests.support.processes import write_config
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 COMMANDS = [
     ("status",),

@@ -25,7 +25,7 @@ from warren.broker.events import Event
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # several CLI runs per test: 40 s and more in a whole suite on 2 loaded cores
 
 
 @dataclass(frozen=True)

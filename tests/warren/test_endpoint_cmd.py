@@ -20,7 +20,7 @@ from warren.broker.publisher import Publisher
 from warren.consumers.worker import Worker
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)  # CLI runs and worker processes: close to 60 s in a whole suite on 2 loaded cores
 
 
 @pytest.fixture
@@ -48,6 +48,7 @@ async def publish(config: WarrenConfig, events: list[Event]) -> None:
         await connection.close()
 
 
+@pytest.mark.timeout(150)  # eleven CLI runs and a worker: 53-60 s in a whole suite on 2 loaded cores
 async def test_pause_list_show_resume_disable_enable(
     endpoint_config: Callable[..., Any], receiver: Receiver, tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from warren.topology.config import WarrenConfig
 
 __all__ = ["store_postgres", "store_url"]
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture

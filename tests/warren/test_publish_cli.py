@@ -16,7 +16,7 @@ from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.topology import names
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def drain(url: str, queue_name: str) -> list[aio_pika.abc.AbstractIncomingMessage]:

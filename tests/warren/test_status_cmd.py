@@ -23,7 +23,7 @@ from warren.broker.publisher import Publisher
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from warren.topology import names
 
 __all__ = ["endpoint_config", "publish", "receiver"]
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 # The text format: time, level, logger, message, then the record's fields as key=value.
 TEXT_LINE = re.compile(r"^\d\d:\d\d:\d\d (INFO|WARNING|ERROR|DEBUG)\s+[\w.]+: ")

@@ -17,7 +17,7 @@ from warren.broker.events import Event
 from warren.consumers.worker import Worker
 from warren.topology import names
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 ANSWER = b'{"error": "invalid_signature", "detail": "no v1 signature matched \\u00e9"}'
 

@@ -19,7 +19,7 @@ from warren.consumers.worker import Worker
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 FAST_RETRY = {"base": "5ms", "cap": "10ms", "max_attempts": 2}
 # The circuit breaker would open on a wall of 500s and park the events instead of exhausting them.

@@ -18,7 +18,7 @@ from tests.support.postgres import fresh_schema_name, postgres_or_skip
 from warren.broker.ingest.idempotent import REPLAYED_HEADER
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 Start = Callable[..., Awaitable[ApiServer]]
 

@@ -17,7 +17,7 @@ from tests.support.receiver import Receiver, Reply
 from warren.broker.events import Event
 from warren.topology.config import WarrenConfig
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 def with_url(config: WarrenConfig, url: str) -> WarrenConfig:

@@ -15,7 +15,7 @@ from warren.broker.management import ManagementClient
 from warren.consumers.worker import Worker
 from warren.topology.planner import plan_topology
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 
 async def test_a_worker_starts_with_only_durable_or_exclusive_queues_of_its_own(

@@ -21,7 +21,7 @@ from warren.broker.events import Event
 from warren.consumers.health.records import CLOSED, OPEN
 from warren.consumers.worker import Worker
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(120)
 
 THRESHOLD = 3
 COOLDOWN, FACTOR, COOLDOWN_MAX = 0.2, 2.0, 0.8
