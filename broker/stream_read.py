@@ -50,12 +50,19 @@ async def read_to_end(
         await channel.set_qos(prefetch_count=READ_PREFETCH)  # a stream consumer must have a prefetch
         stream = await channel.get_queue(stream_name, ensure=False)
         await stream.consume(read.on_message, arguments={"x-stream-offset": "first"})
-        try:
-            await asyncio.wait_for(read.reached.wait(), timeout)
-        except TimeoutError:
-            raise BrokerUnavailable(
-                f"could not read {stream_name} to its end within {timeout:g}s ({len(read.records)} records read)"
-            ) from None
+        # ``timeout`` bounds a read that stalls, not a long one that makes progress: a stream of thousands of
+        # records on a busy node can take longer than that to read, and a worker must not fail to start then.
+        seen = -1
+        while not read.reached.is_set():
+            try:
+                await asyncio.wait_for(read.reached.wait(), timeout)
+            except TimeoutError:
+                if read.seen == seen:
+                    raise BrokerUnavailable(
+                        f"could not read {stream_name} to its end: no record for {timeout:g}s "
+                        f"({len(read.records)} records read)"
+                    ) from None
+                seen = read.seen
     finally:
         await read.stop()
         with contextlib.suppress(Exception):
@@ -76,6 +83,7 @@ class _StreamRead(Generic[T]):
         self.marker = marker
         self.decode = decode
         self.records: list[T] = []
+        self.seen = 0  # messages delivered so far, records or not: the read's progress
         self.reached = asyncio.Event()
         self._stopped = False
         self._acking = 0
@@ -85,6 +93,7 @@ class _StreamRead(Generic[T]):
     async def on_message(self, message: AbstractIncomingMessage) -> None:
         if self._stopped:
             return  # the channel is closing: an ack now could outlive it
+        self.seen += 1
         if (message.headers or {}).get(MARKER_HEADER) == self.marker:
             self._stopped = True
             self.reached.set()
