@@ -26,6 +26,7 @@ __all__ = [
     "capacity_problems",
     "handle_limit",
     "minimum_open_files",
+    "quorum_room",
     "read_nodes",
     "reserve",
 ]
@@ -102,6 +103,19 @@ async def read_nodes(api: ManagementClient) -> list[NodeHandles]:
     return _nodes(nodes or [], queues or [])
 
 
+def _fits(node: NodeHandles) -> int:
+    """How many more quorum queues ``node`` holds before its cache reaches the connection reserve."""
+    assert node.limit is not None
+    room = node.limit - reserve(node.limit)
+    return max(0, (room - node.used) // HANDLES_PER_QUORUM_QUEUE)
+
+
+def quorum_room(nodes: Iterable[NodeHandles]) -> int | None:
+    """How many more quorum queues every node can hold; None when no node has a file-handle cache (4.x)."""
+    limited = [_fits(node) for node in nodes if node.limit is not None]
+    return min(limited) if limited else None
+
+
 def capacity_problems(nodes: Iterable[NodeHandles], new_quorum_queues: int) -> list[str]:
     """One line per node that could not hold ``new_quorum_queues`` more quorum queues; [] when all can.
 
@@ -115,10 +129,9 @@ def capacity_problems(nodes: Iterable[NodeHandles], new_quorum_queues: int) -> l
         if node.limit is None:
             continue
         after = node.used + HANDLES_PER_QUORUM_QUEUE * new_quorum_queues
-        room = node.limit - reserve(node.limit)
-        if after <= room:
+        if after <= node.limit - reserve(node.limit):
             continue
-        fits = max(0, (room - node.used) // HANDLES_PER_QUORUM_QUEUE)
+        fits = _fits(node)
         problems.append(
             f"node {node.name} cannot hold {new_quorum_queues} more quorum queues: on RabbitMQ 3.10 each takes "
             f"{HANDLES_PER_QUORUM_QUEUE} handles of the node's file-handle cache, which would then hold {after} of "

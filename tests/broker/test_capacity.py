@@ -29,6 +29,7 @@ from warren.broker.capacity import (
     capacity_problems,
     handle_limit,
     minimum_open_files,
+    quorum_room,
     read_nodes,
     reserve,
 )
@@ -97,6 +98,15 @@ def test_the_refusal_names_the_node_the_limit_and_the_fix() -> None:
     assert f"Raise the node's open-files limit to at least {minimum_open_files(1 + 3 * (fits + 1))}" in problem
     assert f"plan at most {fits} new quorum queues" in problem and "--skip-capacity-check" in problem
     assert capacity_problems([NodeHandles("rabbit@four", 1024, None, 1, 10_000)], 10_000) == []
+
+
+def test_the_room_is_what_the_fullest_node_can_still_hold() -> None:
+    empty = NodeHandles("rabbit@one", fd_total=1024, limit=927, sockets_used=1, quorum_members=0)
+    busier = NodeHandles("rabbit@two", fd_total=1024, limit=927, sockets_used=1, quorum_members=100)
+    room = quorum_room([empty, busier])
+    assert room == (927 - reserve(927) - 1 - 300) // 3
+    assert capacity_problems([empty, busier], room) == [] and capacity_problems([empty, busier], room + 1)
+    assert quorum_room([NodeHandles("rabbit@four", 1024, None, 1, 10_000)]) is None
 
 
 # --- on the broker under test -----------------------------------------------------------------------------

@@ -202,6 +202,8 @@ async def test_records_outlive_a_lost_link(
             recorder = worker.recorder
             await publish(config, [Event(type="x.y", data={}, id=f"e{i}") for i in range(3)])
             await receiver.wait_for(lambda r: len(r.ok_ids()) == 3, 15)
+            # (the receiver answers before the worker reads the reply and records the attempt)
+            await wait_until(lambda: recorder.buffered >= 3, 5, "three recorded attempts")
             # When the link is lost before the records went out, and stays lost past the interval
             await proxy.cut()
             assert recorder.batches == 0 and recorder.buffered >= 3

@@ -50,8 +50,23 @@ async def run_schemathesis(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout)
-    text = output.decode(errors="replace")
+    assert process.stdout is not None
+    chunks: list[bytes] = []
+
+    async def read_all() -> None:
+        assert process.stdout is not None
+        while chunk := await process.stdout.read(65536):
+            chunks.append(chunk)
+        await process.wait()
+
+    try:
+        await asyncio.wait_for(read_all(), timeout)
+    except TimeoutError:
+        process.kill()  # never left running behind the test
+        await process.wait()
+        partial = b"".join(chunks).decode(errors="replace")
+        pytest.fail(f"schemathesis did not finish in {timeout:g} s; its output so far:\n{partial[-6000:]}")
+    text = b"".join(chunks).decode(errors="replace")
     # Every response matched the document: status, headers, content type and body schema
     assert process.returncode == 0, text[-6000:]
     assert " passed" in text, text[-3000:]
