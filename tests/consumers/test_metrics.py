@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -71,7 +72,16 @@ async def test_counters_move_by_what_the_worker_did(endpoint_config: Any, receiv
         await publish(config, [Event(type="x.y", data={}, id=i) for i in ids])
         await receiver.wait_for(lambda r: len(r.ok_ids()) == 18, 15)
         assert await wait_depth(config, names.dlq(config.broker.prefix, "shop"), 2) == 2
+        # (the receiver answers before the worker settles: the last settlements land a moment later)
         after = await scrape(port)
+        deadline = time.monotonic() + 5
+        while (
+            value(after, "warren_settlements_total", endpoint="shop", how="acked") < 18
+            or value(after, "warren_publish_confirms_total", endpoint="shop", target="dead") < 2
+            or value(after, "warren_in_flight", endpoint="shop") > 0
+        ) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            after = await scrape(port)
         health, ready = await status_of(port, "/healthz"), await status_of(port, "/readyz")
     # Then each counter moved by exactly what happened
     assert value(before, "warren_delivery_attempts_total", endpoint="shop", outcome="delivered") == 0
