@@ -26,6 +26,7 @@ __all__ = [
     "capacity_problems",
     "handle_limit",
     "minimum_open_files",
+    "problems_adding",
     "quorum_room",
     "read_nodes",
     "reserve",
@@ -96,11 +97,27 @@ def _nodes(nodes: Iterable[Mapping[str, Any]], queues: Iterable[Mapping[str, Any
     ]
 
 
+_NODE_COLUMNS = "nodes?columns=name,running,fd_total,sockets_total,sockets_used"
+
+
 async def read_nodes(api: ManagementClient) -> list[NodeHandles]:
     """Every running node's figures: two management API calls, whatever the number of queues."""
-    nodes = await api.request("GET", "nodes?columns=name,running,fd_total,sockets_total,sockets_used")
+    nodes = await api.request("GET", _NODE_COLUMNS)
     queues = await api.queue_table("queues", "name,type,node,members")
     return _nodes(nodes or [], queues or [])
+
+
+async def problems_adding(api: ManagementClient, quorum_queues: Iterable[str]) -> list[str]:
+    """``capacity_problems`` for declaring the quorum queues named (those the API's vhost lacks are new).
+
+    One call where no node has a file-handle cache (RabbitMQ 4.x); on 3.10 a second lists every queue.
+    """
+    nodes = [n for n in await api.request("GET", _NODE_COLUMNS) or [] if n.get("running", True)]
+    if not any(handle_limit(int(n.get("sockets_total") or 0)) for n in nodes):
+        return []
+    queues = await api.queue_table("queues", "name,vhost,type,node,members") or []
+    existing = {q.get("name") for q in queues if q.get("vhost") == api.vhost}
+    return capacity_problems(_nodes(nodes, queues), sum(1 for name in set(quorum_queues) if name not in existing))
 
 
 def _fits(node: NodeHandles) -> int:

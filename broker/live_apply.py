@@ -33,6 +33,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.broker import wire
 from warren.broker.applier import declare_plan
+from warren.broker.capacity import problems_adding
 from warren.broker.confirm import missing, publish_confirmed
 from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import EndpointRecord
@@ -44,6 +45,7 @@ from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.delays import level_count
 from warren.topology.errors import EndpointNotEmpty, LiveApplyError, TopologyError
+from warren.topology.plan import Plan
 from warren.topology.planner import consumed_queues, delay_levels, endpoint_plan, subscription_bindings
 
 __all__ = ["EndpointConfig", "EndpointNotEmpty", "LiveApplyError", "Settings", "apply_endpoint", "remove_endpoint"]
@@ -162,12 +164,20 @@ async def _announce(connection: AbstractConnection, prefix: str, record: Endpoin
             await channel.close()
 
 
-async def _stale_subscriptions(settings: WarrenConfig, endpoint: Endpoint) -> list[tuple[str, str]]:
-    """(source, key) of bindings feeding the endpoint's exchange that its configuration no longer has."""
+async def _checked_subscriptions(settings: WarrenConfig, endpoint: Endpoint, plan: Plan) -> list[tuple[str, str]]:
+    """(source, key) of bindings feeding the endpoint's exchange that its configuration no longer has (to remove).
+
+    Raises LiveApplyError first when a node could not hold the plan's new quorum queues (broker/capacity.py:
+    past its file-handle cache a 3.10 node accepts no connection on any vhost).
+    """
     prefix = settings.broker.prefix
     wanted = {(b.source, b.routing_key) for b in subscription_bindings(prefix, endpoint)}
     sources = {names.events_exchange(prefix), names.tenants_exchange(prefix)}
+    quorum = [q.name for q in plan.queues if q.arguments.get("x-queue-type") == "quorum"]
     async with ManagementClient.from_settings(settings.broker) as api:
+        problems = await problems_adding(api, quorum)
+        if problems:
+            raise LiveApplyError(f"endpoint {endpoint.name!r} not applied, nothing declared: " + "; ".join(problems))
         found = await api.bindings_to_exchange(names.endpoint_exchange(prefix, endpoint.name))
     return sorted(
         {
@@ -199,10 +209,11 @@ async def apply_endpoint(
     record = EndpointRecord.applying(endpoint, _by(), sealer)
     # The management API's answer and the AMQP connection are awaited together: apply latency is the sum of
     # round trips, and these two need nothing of each other.
-    stale_reading = asyncio.ensure_future(_stale_subscriptions(settings, endpoint))
+    plan = endpoint_plan(settings, endpoint)
+    stale_reading = asyncio.ensure_future(_checked_subscriptions(settings, endpoint, plan))
     try:
         async with _connection(settings, connection, "warren-live-apply") as conn:
-            await _apply_on(conn, settings, endpoint, record, stale_reading)
+            await _apply_on(conn, settings, endpoint, plan, record, stale_reading)
     finally:
         if not stale_reading.done():
             stale_reading.cancel()
@@ -214,11 +225,11 @@ async def _apply_on(
     connection: AbstractConnection,
     settings: WarrenConfig,
     endpoint: Endpoint,
+    plan: Plan,
     record: EndpointRecord,
     stale_reading: asyncio.Future[list[tuple[str, str]]],
 ) -> None:
     prefix = settings.broker.prefix
-    plan = endpoint_plan(settings, endpoint)
     before, stale = await asyncio.gather(_layout(connection, prefix, endpoint.name), stale_reading)
     wanted = set(consumed_queues(prefix, endpoint))
     dropped = {q: n for q, n in before.consumed.items() if q not in wanted}

@@ -29,12 +29,15 @@ from warren.broker.capacity import (
     capacity_problems,
     handle_limit,
     minimum_open_files,
+    problems_adding,
     quorum_room,
     read_nodes,
     reserve,
 )
+from warren.broker.live_apply import apply_endpoint
 from warren.broker.management import ManagementClient
 from warren.topology.config import WarrenConfig, load_config
+from warren.topology.errors import LiveApplyError
 from warren.topology.planner import plan_topology
 
 SECTIONS = {"retry": {"base": "100ms", "cap": "1s"}, "delivery": {"allow_private_networks": True}}
@@ -121,6 +124,40 @@ async def test_the_node_figures_match_the_broker_version(management: ManagementC
             assert node.limit == node.fd_total - 97, node  # no file_handles_high_watermark on the test brokers
         else:
             assert node.limit is None, node
+
+
+@pytest.mark.alone_on_broker  # the node's free file handles must not change between the test's count and apply's
+async def test_live_apply_refuses_what_the_node_cannot_hold_and_declares_nothing(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    room = quorum_room(await read_nodes(management))
+    if room is None:
+        # RabbitMQ 4.x: nothing to refuse, however many queues
+        assert await problems_adding(management, [f"{prefix}.q{i}" for i in range(5000)]) == []
+        return
+    # Given the node's room: that many new quorum queues pass, one more is refused, and queues the vhost
+    # already holds are not new
+    config = make_config([], **SECTIONS)
+    await apply_setup(config)  # the delay chain's quorum queues exist now
+    held = [q.name for q in plan_topology(config).queues if q.arguments["x-queue-type"] == "quorum"]
+    room = quorum_room(await read_nodes(management))
+    assert room is not None and held
+    new = [f"{prefix}.new{i}" for i in range(room)]
+    assert await problems_adding(management, new + held) == []
+    (problem,) = await problems_adding(management, [*new, f"{prefix}.one-more"])
+    assert "cannot hold" in problem and "open-files limit" in problem
+    # When an endpoint needs more than the room (its partitions and dead letters; possible only where the room
+    # is under 256 partitions, such as Debian's default of 1,024 open files)
+    if room >= 256:
+        return
+    big = {"name": "big", "url": "http://127.0.0.1:9/x", "events": ["a.b"], "ordering": "key", "partitions": 256}
+    settings = make_config([big], **SECTIONS)
+    with pytest.raises(LiveApplyError, match="not applied, nothing declared") as refused:
+        await apply_endpoint(settings, settings.endpoint("big"))
+    # Then it is refused naming the limit, and nothing of it is declared
+    assert "open-files limit" in str(refused.value)
+    state = await prefix_state(management, prefix)
+    assert not any("big" in name for name in [*state.queues, *state.exchanges]), state
 
 
 @pytest.mark.alone_on_broker  # the node's free file handles must not change between the test's count and setup's

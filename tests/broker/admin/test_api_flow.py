@@ -55,8 +55,8 @@ async def test_endpoints_created_through_the_api_while_events_flow_get_exactly_t
     the same types, so an event reaching another tenant's endpoint would be seen."""
     tenants = [f"t{i:02d}" for i in range(20)]
     # A 3.10 node with Debian's default 1,024 open files holds about 300 quorum queues; past that its AMQP
-    # listener stops answering on every vhost until queues are deleted. Live apply does not check that (warren
-    # setup does), so the test plans no more endpoints than the node holds: 2 quorum queues each, 20 kept.
+    # listener stops answering on every vhost until queues are deleted. Live apply refuses what does not fit, so
+    # the test plans no more endpoints than the node holds: 2 quorum queues each, 20 kept.
     nodes = await read_nodes(management)
     room = quorum_room(nodes)
     per_tenant = PER_TENANT[backend(store_url)]
