@@ -111,18 +111,28 @@ async def test_a_replay_that_times_out_says_so_and_loses_or_duplicates_nothing(
     assert [p["name"] for p in left if p["name"].startswith(prefix + ".")] == []
 
 
+@pytest.mark.timeout(240)  # a second try with 20,000 letters on a busy machine
 async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down: tuple[WarrenConfig, Path]) -> None:
-    # Given 5,000 dead letters (a replay of them takes a few seconds, long enough to be interrupted)
+    # Given 5,000 dead letters (a replay of them takes a few seconds, long enough to be interrupted; on a busy
+    # machine the test may signal only once the replay finished: then it is tried once more, with 20,000)
     config, path = down
     prefix = config.broker.prefix
     work, dlq = names.work_queue(prefix, "down"), names.dlq(prefix, "down")
-    events = [Event(type="a.x", data={"i": i}) for i in range(5000)]
-    await seed_dead_letters(config, "down", events)
-    # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in the work queue
-    process = await spawn_warren("dlq", "replay", "down", "--type", "#", "--config", str(path))
-    await wait_depth_at_least(config, work, 20)
-    process.send_signal(signal.SIGINT)
-    out, err = await asyncio.wait_for(process.communicate(), 15)
+    for count in (5000, 20000):
+        events = [Event(type="a.x", data={"i": i}) for i in range(count)]
+        await seed_dead_letters(config, "down", events)
+        # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in the
+        # work queue
+        process = await spawn_warren("dlq", "replay", "down", "--type", "#", "--config", str(path))
+        await wait_depth_at_least(config, work, 20)
+        process.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(process.communicate(), 60)  # a hang guard: seconds, loaded
+        if f"replayed {count} dead letter(s)".encode() not in out:
+            break
+        # (done before the signal came: every letter moved exactly once)
+        assert Counter(m.message_id for m in await drain(config, work)) == Counter(e.id for e in events)
+    else:
+        pytest.fail("the replay finished before the signal came, twice")
     # Then it stopped part-way, without a traceback
     assert process.returncode not in (0, None), (out, err)
     assert b"Traceback" not in err, err.decode()
@@ -131,5 +141,5 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down
     await _settled(config, dlq)
     moved = Counter(m.message_id for m in await drain(config, work))
     kept = Counter(await peek_ids(config, dlq))
-    assert 20 <= sum(moved.values()) < 5000, sum(moved.values())
+    assert 20 <= sum(moved.values()) < count, sum(moved.values())
     assert moved + kept == Counter(e.id for e in events)
