@@ -76,7 +76,7 @@ async def test_a_circuit_opened_by_one_worker_stops_the_other(
             # probe time the event carries, not at a time counted from its arrival)
             await asyncio.sleep(max(0.0, probe_at - time.time()))
             quiet = [(round(at - opened, 3), path) for at, path in paths_seen if opened + 0.15 < at < probe_at - 0.05]
-            assert probe_at - opened > 1.0, "the test saw the circuit open too late to check anything"
+            assert probe_at - opened > 0.3, "the test saw the circuit open too late to check anything"
         finally:
             for worker in workers:
                 await worker.cleanup()
