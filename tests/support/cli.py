@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from typing import NamedTuple
@@ -21,11 +22,25 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**clean, "COLUMNS": "200", **(extra or {})}
 
 
-async def spawn_warren(*args: str, output: int | None = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
+async def spawn_warren(
+    *args: str, output: int | None = asyncio.subprocess.PIPE, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
     """The CLI started in a child process and left running (stdout and stderr to ``output``), for a signal."""
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "warren", *args, stdout=output, stderr=output, env=clean_env()
+        sys.executable, "-m", "warren", *args, stdout=output, stderr=output, env=clean_env(env)
     )
+
+
+async def stacks_of_stuck(process: asyncio.subprocess.Process) -> str:
+    """End a child started with ``PYTHONFAULTHANDLER=1`` that does not exit, and return what it wrote to stderr:
+    SIGABRT makes faulthandler print every thread's stack there first."""
+    process.send_signal(signal.SIGABRT)
+    try:
+        _, err = await asyncio.wait_for(process.communicate(), 10)
+    except TimeoutError:
+        process.kill()
+        _, err = await process.communicate()
+    return (err or b"").decode(errors="replace")
 
 
 async def warren(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None, timeout: float = 40) -> Run:

@@ -12,7 +12,7 @@ from typing import Any
 import aio_pika
 import pytest
 
-from tests.support.cli import spawn_warren, warren
+from tests.support.cli import spawn_warren, stacks_of_stuck, warren
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
 from tests.support.topology import declare
@@ -123,10 +123,15 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down
         await seed_dead_letters(config, "down", events)
         # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in the
         # work queue
-        process = await spawn_warren("dlq", "replay", "down", "--type", "#", "--config", str(path))
+        process = await spawn_warren(
+            "dlq", "replay", "down", "--type", "#", "--config", str(path), env={"PYTHONFAULTHANDLER": "1"}
+        )
         await wait_depth_at_least(config, work, 20)
         process.send_signal(signal.SIGINT)
-        out, err = await asyncio.wait_for(process.communicate(), 60)  # a hang guard: seconds, loaded
+        try:
+            out, err = await asyncio.wait_for(process.communicate(), 60)  # a hang guard: a second or two, loaded
+        except TimeoutError:
+            pytest.fail("the replay did not stop within 60 s of SIGINT; its stacks:\n" + await stacks_of_stuck(process))
         if f"replayed {count} dead letter(s)".encode() not in out:
             break
         # (done before the signal came: every letter moved exactly once)
