@@ -46,6 +46,7 @@ class EndpointConsumers:
         self._tag_queue: dict[str, str] = {}  # consumer tag -> queue name, kept after the consumer is gone
         self._queues: dict[str, AbstractQueue] = {}
         self._consumer_tags: dict[str, str] = {}
+        self._consume_locks: dict[str, asyncio.Lock] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._busy: dict[str, int] = {}  # consumer tag -> messages being delivered
         self._accepting = False
@@ -71,21 +72,33 @@ class EndpointConsumers:
             await self._consume(name)
 
     async def _consume(self, name: str) -> None:
-        if name in self._consumer_tags:
-            return  # consumed already, or being handed back (consumed again once its channel is closed)
-        if not self.ordered:
-            tag = await self._queues[name].consume(self._on_message)
-        else:
-            # A partition gets a channel of its own: its prefetch is the window its key lanes share.
-            assert self._connection is not None
-            channel = await self._connection.channel()
+        # One at a time per queue: a resume and a handed-back partition's reopening can ask at once, and two
+        # consumers of one partition would leave one channel behind whose consumer feeds lanes that are gone
+        # (its messages never settled, and as the single active consumer it would hold the partition for good).
+        async with self._consume_locks.setdefault(name, asyncio.Lock()):
+            if name in self._consumer_tags:
+                return  # consumed already, or being handed back (consumed again once its channel is closed)
+            if not self.ordered:
+                tag = await self._queues[name].consume(self._on_message)
+            else:
+                tag = await self._consume_partition(name)
+            self._consumer_tags[name] = tag
+            self._tag_queue[tag] = name
+
+    async def _consume_partition(self, name: str) -> str:
+        """A partition gets a channel of its own: its prefetch is the window its key lanes share."""
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
             await channel.set_qos(prefetch_count=self.endpoint.partition_prefetch)
-            self._partition_channels[name] = channel
-            self._queues[name] = await channel.get_queue(name, ensure=True)
-            lanes = self._lanes[name] = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
-            tag = await self._queues[name].consume(lanes.dispatch)
-        self._consumer_tags[name] = tag
-        self._tag_queue[tag] = name
+            queue = await channel.get_queue(name, ensure=True)
+            lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
+            tag = await queue.consume(lanes.dispatch)
+        except BaseException:
+            await close_channel(channel)  # never left open beside the next try's
+            raise
+        self._partition_channels[name], self._queues[name], self._lanes[name] = channel, queue, lanes
+        return tag
 
     async def _returned(self, name: str, lanes: PartitionLanes) -> None:
         """A handed-back partition has no lane running: close its channel, consume again if still served."""
