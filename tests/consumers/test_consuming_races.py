@@ -13,26 +13,15 @@ import asyncio
 import time
 from typing import Any
 
-import aio_pika
 import pytest
 
+from tests.support.health import consumer_count
 from tests.support.receiver import Receiver
 from warren.broker.events import Event
 from warren.consumers.worker import Worker
 from warren.topology import names
-from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def consumers_of(config: WarrenConfig, queue: str) -> int:
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        channel = await connection.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        return int(declared.declaration_result.consumer_count or 0)
-    finally:
-        await connection.close()
 
 
 async def test_a_partition_asked_to_be_consumed_twice_at_once_gets_one_consumer_and_delivers(
@@ -47,13 +36,13 @@ async def test_a_partition_asked_to_be_consumed_twice_at_once_gets_one_consumer_
         for round_ in range(5):
             await runner.stop_consuming()
             deadline = time.monotonic() + 10
-            while await consumers_of(config, partition) and time.monotonic() < deadline:
+            while await consumer_count(config, partition) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            assert await consumers_of(config, partition) == 0
+            assert await consumer_count(config, partition) == 0
             # When it is resumed and reassigned at once (each consumes the partition)
             await asyncio.gather(runner.resume(), runner.assign(partition))
             # Then the partition has one consumer, and keeps delivering in order
-            assert await consumers_of(config, partition) == 1, f"round {round_}"
+            assert await consumer_count(config, partition) == 1, f"round {round_}"
             await publish(config, [Event(type="x.y", data={}, key="k", sequence=round_)])
             await receiver.wait_for(lambda r, n=round_ + 1: len(r.ok_ids()) == n, 10)
     assert [r.json["sequence"] for r in receiver.received] == list(range(5))

@@ -28,15 +28,24 @@ async def wait_until(predicate: Callable[[], bool], timeout: float, what: str = 
     return time.monotonic() - started
 
 
-async def message_count(config: WarrenConfig, queue: str) -> int:
-    """Messages ready in a queue, exact (a passive declare, not the management API's sampled figure)."""
+async def _declared(config: WarrenConfig, queue: str) -> tuple[int, int]:
     connection = await aio_pika.connect(config.broker.url)
     try:
         channel = await connection.channel()
-        declared = await channel.declare_queue(queue, passive=True)
-        return int(declared.declaration_result.message_count or 0)
+        result = (await channel.declare_queue(queue, passive=True)).declaration_result
+        return int(result.message_count or 0), int(result.consumer_count or 0)
     finally:
         await connection.close()
+
+
+async def message_count(config: WarrenConfig, queue: str) -> int:
+    """Messages ready in a queue, exact (a passive declare, not the management API's sampled figure)."""
+    return (await _declared(config, queue))[0]
+
+
+async def consumer_count(config: WarrenConfig, queue: str) -> int:
+    """Consumers of a queue, exact (a passive declare)."""
+    return (await _declared(config, queue))[1]
 
 
 async def settled_count(config: WarrenConfig, queue: str, expected: int, timeout: float = 10.0) -> int:
