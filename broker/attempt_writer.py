@@ -36,6 +36,7 @@ from warren.broker.attempt_records import AttemptEntry, MalformedBatch, decode_b
 from warren.broker.confirm import LINK_ERRORS, existing_queue
 from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.connection import connect
+from warren.deadlines import within
 from warren.store.attempts import AttemptLog
 from warren.store.repository import UNREACHABLE
 from warren.topology import names
@@ -198,7 +199,7 @@ class AttemptWriter:
                 if remaining <= 0:
                     break
                 try:
-                    batch.append(await asyncio.wait_for(self._inbox.get(), remaining))
+                    batch.append(await within(self._inbox.get(), remaining))
                 except TimeoutError:
                     break
             else:

@@ -10,13 +10,13 @@ wait, since a link that is down never answers.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel
 
 from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.deadlines import within
 
 __all__ = ["CLOSE_TIMEOUT", "close_channel"]
 
@@ -28,4 +28,4 @@ async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_
     if channel is None:
         return
     with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
-        await asyncio.wait_for(channel.close(), timeout)
+        await within(channel.close(), timeout)

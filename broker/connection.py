@@ -26,6 +26,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from yarl import URL
 
+from warren.deadlines import within
 from warren.topology.errors import BrokerUnavailable, describe
 from warren.topology.redact import redact_url
 
@@ -133,7 +134,7 @@ class _RobustConnection(aio_pika.RobustConnection):
             await super().connect(timeout)
         except BaseException:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self.close()), ABANDON_TIMEOUT)
+                await within(asyncio.shield(self.close()), ABANDON_TIMEOUT)
             raise
 
 

@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
+from warren.deadlines import within
 from warren.topology.errors import BrokerUnavailable
 
 __all__ = ["MARKER_HEADER", "read_to_end"]
@@ -55,7 +56,7 @@ async def read_to_end(
         seen = -1
         while not read.reached.is_set():
             try:
-                await asyncio.wait_for(read.reached.wait(), timeout)
+                await within(read.reached.wait(), timeout)
             except TimeoutError:
                 if read.seen == seen:
                     raise BrokerUnavailable(
@@ -115,4 +116,4 @@ class _StreamRead(Generic[T]):
         """Start no more acks; wait (briefly: they are socket writes) for those under way."""
         self._stopped = True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._settled.wait(), ACK_SETTLE_TIMEOUT)
+            await within(self._settled.wait(), ACK_SETTLE_TIMEOUT)

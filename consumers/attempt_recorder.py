@@ -33,6 +33,7 @@ from warren.broker.attempt_records import clip_error, encode_rows
 from warren.broker.confirm import LINK_ERRORS
 from warren.broker.confirm_channel import ConfirmChannel
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks
+from warren.deadlines import within
 from warren.topology import names
 from warren.topology.errors import PublishError, describe
 
@@ -124,7 +125,7 @@ class AttemptRecorder:
         failures = 0
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(tick - loop.time(), 0.0))
+                await within(self._wake.wait(), max(tick - loop.time(), 0.0))
             self._wake.clear()
             everything = loop.time() >= tick
             if everything:
@@ -192,7 +193,7 @@ class AttemptRecorder:
             unroutable=f"{self.exchange} routes attempt records to no queue: run `warren setup`",
         )
         try:
-            await asyncio.wait_for(publishing, PUBLISH_TIMEOUT)
+            await within(publishing, PUBLISH_TIMEOUT)
         except TimeoutError:
             what = f"a batch of {len(chunk)} attempt records"
             raise PublishError(f"{what} not confirmed within {PUBLISH_TIMEOUT:g}s") from None
@@ -234,7 +235,7 @@ class AttemptRecorder:
         if self._buffer:
             flushed = False
             with contextlib.suppress(TimeoutError):
-                flushed = await asyncio.wait_for(self.flush(), max(timeout, 0.1))
+                flushed = await within(self.flush(), max(timeout, 0.1))
             if not flushed:
                 log.warning(
                     "shutdown: %d attempt record(s) not published (RabbitMQ did not take them in time)",

@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker.channels import close_channel
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.consumers.key_lanes import PartitionLanes
+from warren.deadlines import within
 from warren.topology.config import Endpoint
 from warren.topology.errors import describe
 
@@ -158,7 +159,7 @@ class EndpointConsumers:
         lanes = await self._cancel(name)
         if lanes is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lanes.returned.wait(), self.endpoint.timeout + 5)
+                await within(lanes.returned.wait(), self.endpoint.timeout + 5)
 
     async def stop_consuming(self) -> None:
         """Cancel every consumer; messages already delivered but not started are handed back as they arrive.

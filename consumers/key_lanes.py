@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from aio_pika.abc import AbstractIncomingMessage
 
 from warren.consumers.ack_batcher import AckBatcher
+from warren.deadlines import within
 from warren.topology.headers import H_KEY
 
 __all__ = ["PartitionLanes", "lane_key"]
@@ -104,7 +105,7 @@ class PartitionLanes:
         """Sleep up to ``seconds``; True when the partition is being handed back (stop holding at once)."""
         if seconds > 0 and not self.returning:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._returning.wait(), seconds)
+                await within(self._returning.wait(), seconds)
         return self.returning
 
     def hand_back(self) -> None:

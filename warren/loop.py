@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from warren.deadlines import within
+
 __all__ = ["loop_factory", "loop_name", "run_on_best_loop"]
 
 T = TypeVar("T")
@@ -70,7 +72,7 @@ def run_on_best_loop(coroutine: Coroutine[Any, Any, T]) -> T:
 
 async def _bounded(awaitable: Coroutine[Any, Any, None]) -> None:
     try:
-        await asyncio.wait_for(awaitable, CLEANUP_SECONDS)
+        await within(awaitable, CLEANUP_SECONDS)
     except TimeoutError:
         log.warning("async generators not finalised within %gs: abandoned", CLEANUP_SECONDS)
 

@@ -39,6 +39,7 @@ from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
+from warren.deadlines import within
 
 __all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages", "holds_enough"]
 
@@ -107,7 +108,7 @@ async def hold_messages(
             while not holds_enough(len(delivered), reached_new, want, everything):
                 arrived.clear()
                 try:
-                    await asyncio.wait_for(arrived.wait(), QUIET)
+                    await within(arrived.wait(), QUIET)
                 except TimeoutError:
                     # A pause is not the end: on a busy broker deliveries can stall for seconds. The pass ends
                     # early only when nothing is ready any more (someone else took messages), or at PATIENCE.

@@ -23,6 +23,7 @@ from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
 from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.selection import Selection, select
+from warren.deadlines import stop_if_cancelled
 from warren.topology import names
 from warren.topology.errors import PublishError, ReplayError, UnroutableError
 
@@ -134,6 +135,11 @@ async def _move(
             if errors:
                 break  # fail fast: nothing more is sent after a refusal
             await slots.acquire()
+            try:
+                stop_if_cancelled()  # Ctrl-C whose CancelledError a library lost: stop here, as if it had come
+            except asyncio.CancelledError:
+                slots.release()
+                raise
             task = asyncio.create_task(one(letter))
             task.add_done_callback(finished)
             in_flight[letter.event_id] = task

@@ -30,6 +30,7 @@ from warren.consumers.health.records import (
 )
 from warren.consumers.hooks import EndpointBlocked
 from warren.consumers.transport import SendResult
+from warren.deadlines import within
 from warren.topology.config import Endpoint
 
 __all__ = ["EndpointGuard"]
@@ -128,7 +129,7 @@ class EndpointGuard:
         wake = self._wake
         self._waiting += 1
         try:
-            await asyncio.wait_for(wake.wait(), timeout)
+            await within(wake.wait(), timeout)
         except TimeoutError:
             pass
         finally:

@@ -22,6 +22,7 @@ from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.events import Event, encode_event
 from warren.consumers.health.records import ACTIVE, ADMIN, CIRCUIT, CLOSED, OPEN, EndpointView, StateRecord
 from warren.consumers.health.records import DISABLED as DISABLED_STATE
+from warren.deadlines import within
 from warren.topology import names
 
 __all__ = [
@@ -111,7 +112,7 @@ class OperatorEvents:
     async def flush(self, timeout: float) -> bool:
         """Wait until every queued event is confirmed, or ``timeout``; True when nothing is left."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await within(self._idle.wait(), timeout)
         return not self.pending
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ from warren.consumers.health.operator_events import (
 from warren.consumers.health.records import StateRecord, standing
 from warren.consumers.health.state_store import StateStore
 from warren.consumers.hooks import DeliveryHooks
+from warren.deadlines import within
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
@@ -217,7 +218,7 @@ class HealthState:
         publishing = self._publishing.get(name)
         if publishing is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(publishing), CLOSE_TIMEOUT)
+                await within(asyncio.shield(publishing), CLOSE_TIMEOUT)
         await self.locks.release(names.probe_lock(self.prefix, name))
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

@@ -15,7 +15,6 @@ Keeping this side stateless is what lets it answer within milliseconds.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -31,6 +30,7 @@ from warren.consumers.receiving.inbound_publisher import InboundPublisher
 from warren.consumers.receiving.messages import encode_inbound, kept_headers
 from warren.consumers.receiving.middleware import error_response, verified_handler
 from warren.consumers.receiving.verifiers import Verifier, verifier_for
+from warren.deadlines import within
 from warren.topology import names
 from warren.topology.config import InboundSource, WarrenConfig
 from warren.topology.errors import BrokerUnavailable, PublishError, UnroutableError
@@ -68,7 +68,7 @@ def _accept(config: WarrenConfig, source: InboundSource, verifier: Verifier) -> 
         if publisher is None:
             return unavailable("not connected to RabbitMQ yet")
         try:
-            await asyncio.wait_for(publisher.publish(queue, message), settings.publish_timeout)
+            await within(publisher.publish(queue, message), settings.publish_timeout)
         except UnroutableError as exc:
             log.error("%s", exc)
             return unavailable("the inbound queue is missing; the event was not stored")

@@ -22,6 +22,7 @@ from warren.broker.management import ManagementClient
 from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
 from warren.consumers.health.admin import read_circuit_states
+from warren.deadlines import stop_if_cancelled
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 from warren.topology.errors import BrokerUnavailable, WarrenError
@@ -135,14 +136,17 @@ async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status
 
 
 async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: float, as_json: bool) -> None:
+    # Each round asks whether Ctrl-C came: a library may lose its CancelledError (warren/deadlines.py).
     if as_json:
         while True:  # one JSON document per line, until interrupted
             typer.echo(json.dumps((await _snapshot(config, endpoints)).to_json()))
             await asyncio.sleep(interval)
+            stop_if_cancelled()
     with Live(console=console, auto_refresh=False, screen=False) as live:
         while True:
             live.update(render_status(await _snapshot(config, endpoints)), refresh=True)
             await asyncio.sleep(interval)
+            stop_if_cancelled()
 
 
 def status(
