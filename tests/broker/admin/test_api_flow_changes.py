@@ -73,7 +73,10 @@ async def test_a_secret_rotated_mid_flow_signs_every_delivery_verifiably(
     deliveries = receiver.received
     # Then every delivery verified with the old or the new secret: none failed
     failing = [r.event_id for r in deliveries if not any(verifies(s, r.body, dict(r.headers)) for s in (old, new))]
-    assert not failing and len(deliveries) == len(published)
+    assert not failing and {r.event_id for r in deliveries} == published
+    # (at least once: a rotation re-applies the endpoint, and a worker serving it anew gets back what it had not
+    # acked yet; one such duplicate was seen in a loaded run, bounded by the messages a worker holds at once)
+    assert len(deliveries) - len(published) <= 10, len(deliveries) - len(published)
     # And the switch happened once, in order: old only, then both (the grace period), then the new one only
     phases = [
         "old" if not verifies(new, r.body, dict(r.headers)) else "new" if new_only(r) else "both" for r in deliveries
