@@ -18,6 +18,7 @@ from warren.broker.line_stream import stream_lines
 from warren.broker.publisher import Publisher
 from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
+from warren.deadlines import stop_if_cancelled
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import EventError, PublishError
 
@@ -54,6 +55,7 @@ async def _publish_file(config: WarrenConfig, source: str) -> int:
 
             async def events() -> AsyncIterator[Event]:
                 async for item in aread_event_lines(stream_lines(stream)):
+                    stop_if_cancelled()  # Ctrl-C, even when a library lost its CancelledError (warren/deadlines.py)
                     if isinstance(item, BadLine):
                         bad.append(item)
                         err_console.print(f"line {item.line}: {item.reason}", highlight=False)
