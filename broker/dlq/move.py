@@ -134,12 +134,8 @@ async def _move(
                 await asyncio.wait({previous})
             if errors:
                 break  # fail fast: nothing more is sent after a refusal
+            stop_if_cancelled()  # Ctrl-C whose CancelledError a library lost: stop here, as if it had come
             await slots.acquire()
-            try:
-                stop_if_cancelled()  # Ctrl-C whose CancelledError a library lost: stop here, as if it had come
-            except asyncio.CancelledError:
-                slots.release()
-                raise
             task = asyncio.create_task(one(letter))
             task.add_done_callback(finished)
             in_flight[letter.event_id] = task

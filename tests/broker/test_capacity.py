@@ -23,7 +23,6 @@ from tests.support.rabbit import RabbitServer
 from tests.support.setup_helpers import prefix_state
 from warren.broker.applier import SetupFailed, apply_setup
 from warren.broker.capacity import (
-    HANDLES_PER_QUORUM_QUEUE,
     NodeHandles,
     _nodes,
     capacity_problems,
@@ -51,10 +50,9 @@ def endpoints(count: int) -> list[dict[str, Any]]:
 def overflowing(nodes: list[NodeHandles], fixed: int) -> int | None:
     """The fewest endpoints that go past the room of the tightest node, beside the plan's ``fixed`` quorum queues
     (delay levels); None when no node has a file-handle cache (4.x)."""
-    rooms = [n.limit - reserve(n.limit) - n.used for n in nodes if n.limit is not None]
-    if not rooms:
+    fits = quorum_room(nodes)
+    if fits is None:
         return None
-    fits = max(0, min(rooms)) // HANDLES_PER_QUORUM_QUEUE
     return max(1, (fits - fixed) // 2 + 1)
 
 
