@@ -372,6 +372,8 @@ async def main(
     scale: float,
     attempt_logs: list[bool],
 ) -> None:
+    if PROFILE and not (Path(PY).parent / "py-spy").exists():
+        raise SystemExit(f"WARREN_BENCH_PROFILE needs py-spy beside {PY}: {Path(PY).parent}/pip install py-spy")
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
