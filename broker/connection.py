@@ -37,6 +37,7 @@ __all__ = [
     "connect",
     "connect_once",
     "current_node",
+    "link_lost",
     "node_order",
     "nodes_text",
     "open_failure",
@@ -54,6 +55,16 @@ CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
     asyncio.TimeoutError,
     socket.gaierror,
 )
+
+
+def link_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the link to RabbitMQ went away under a command (a timeout is not counted: it may be
+    the management API's). aiormq has no type for opening a channel on a connection that closed meanwhile (a
+    broker restart): it raises ``RuntimeError("<Connection: ...> closed")``."""
+    if isinstance(exc, CONNECTION_EXCEPTIONS) and not isinstance(exc, asyncio.TimeoutError):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith("<Connection") and str(exc).endswith(" closed")
+
 
 # How long a connection whose first connect failed may take to close (it never opened: nothing to flush).
 ABANDON_TIMEOUT = 2.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -11,9 +10,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from warren.loop import run_on_best_loop
+from warren.loop import run_interruptible, run_on_best_loop
 from warren.topology.config import ConfigError, WarrenConfig, load_config
-from warren.topology.errors import WarrenError
+from warren.topology.errors import WarrenError, describe
 
 __all__ = ["ConfigOption", "console", "err_console", "fail", "load", "run"]
 
@@ -53,9 +52,17 @@ def run(coroutine: Coroutine[Any, Any, T], *, service: bool = False) -> T:
     """Run a command's coroutine; Warren's own errors become one line and exit 1, never a traceback.
 
     ``service`` marks the long-running commands (worker, api, receive, inbox): they run on uvloop when it is
-    installed (``warren.loop``). The one-shot commands keep asyncio's loop: they wait on the broker, not on it.
+    installed (``warren.loop``). The one-shot commands keep asyncio's loop (they wait on the broker, not on it),
+    and Ctrl-C ends them within ``warren.loop.INTERRUPT_GRACE`` whatever a library does with the cancellation. A
+    connection lost under a command is one line too.
     """
     try:
-        return run_on_best_loop(coroutine) if service else asyncio.run(coroutine)
+        return run_on_best_loop(coroutine) if service else run_interruptible(coroutine)
     except WarrenError as exc:
         fail(str(exc))
+    except Exception as exc:
+        from warren.broker.connection import link_lost  # here: `warren --help` need not import aio-pika
+
+        if not link_lost(exc):
+            raise
+        fail(f"the connection to RabbitMQ was lost ({describe(exc)}); run the command again")

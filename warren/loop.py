@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import sys
+import threading
 from collections.abc import Callable, Coroutine
+from types import FrameType
 from typing import Any, TypeVar
 
 from warren.deadlines import within
 
-__all__ = ["loop_factory", "loop_name", "run_on_best_loop"]
+__all__ = ["INTERRUPT_GRACE", "loop_factory", "loop_name", "run_interruptible", "run_on_best_loop"]
 
 T = TypeVar("T")
 
@@ -62,12 +66,66 @@ def run_on_best_loop(coroutine: Coroutine[Any, Any, T]) -> T:
     try:
         return loop.run_until_complete(_announced(coroutine))
     finally:
+        _close_down(loop)
+
+
+# How long a one-shot command gets to end after Ctrl-C before it is abandoned (as a second Ctrl-C would).
+INTERRUPT_GRACE = 10.0
+
+
+def run_interruptible(coroutine: Coroutine[Any, Any, T], *, grace: float = INTERRUPT_GRACE) -> T:
+    """Run a one-shot command's coroutine on asyncio's loop as ``asyncio.run`` does, with Ctrl-C bounded.
+
+    The first SIGINT cancels the command, which then ends as it would (a replay finishes the message in hand) and
+    KeyboardInterrupt is raised. ``asyncio.run`` waits without bound for that and for the tasks left behind, and a
+    library that loses the cancellation (aiormq closing a channel the broker does not answer: seen holding a
+    ``warren status --watch`` past 30 s) held the process. Here the command gets ``grace`` seconds after the
+    signal, leftover tasks :data:`CLEANUP_SECONDS`; past that they are abandoned with the loop, as a second Ctrl-C
+    abandons them at once. The connections go with the process: RabbitMQ takes back what they held unacked.
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    main = loop.create_task(coroutine)
+    interrupts = 0
+
+    def give_up() -> None:
+        print(f"warren: the command did not stop within {grace:g}s of Ctrl-C; abandoned", file=sys.stderr)
+        raise KeyboardInterrupt
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1 or main.done():
+            raise KeyboardInterrupt
+        loop.call_soon_threadsafe(main.cancel)
+        loop.call_soon_threadsafe(loop.call_later, grace, give_up)
+
+    previous = None
+    if threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
         try:
-            _cancel_leftovers(loop)
-            loop.run_until_complete(_bounded(loop.shutdown_asyncgens()))
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
+            return loop.run_until_complete(main)
+        except asyncio.CancelledError:
+            if interrupts:
+                raise KeyboardInterrupt from None
+            raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        _close_down(loop)
+
+
+def _close_down(loop: asyncio.AbstractEventLoop) -> None:
+    """Leftover tasks cancelled, async generators finalised, each within its bound; then the loop closed."""
+    try:
+        _cancel_leftovers(loop)
+        loop.run_until_complete(_bounded(loop.shutdown_asyncgens()))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 async def _bounded(awaitable: Coroutine[Any, Any, None]) -> None:

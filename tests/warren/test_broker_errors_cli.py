@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import aiormq.exceptions
 import pytest
 
 from tests.support.cli import warren
 from tests.support.processes import write_config
+from warren.broker.connection import link_lost
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,3 +67,20 @@ async def test_the_worker_says_the_vhost_is_missing_without_a_traceback(make_con
     assert run.code == 1, run.err
     assert "Traceback" not in run.err + run.out
     assert "vhost 'no-such-vhost'" in run.err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("error", "lost"),
+    [
+        (RuntimeError('<Connection: "amqp://guest:******@127.0.0.1:5672/" at 0x7fd904b8ee90> closed'), True),
+        (ConnectionResetError("reset by peer"), True),
+        (aiormq.exceptions.ChannelInvalidStateError("No active transport in channel"), True),
+        (RuntimeError("Event loop is closed"), False),
+        (TimeoutError(), False),  # may be the management API's: not said to be the link
+        (ValueError("closed"), False),
+    ],
+)
+def test_a_lost_link_is_told_from_other_failures(error: Exception, lost: bool) -> None:
+    # aiormq opening a channel on a connection that closed meanwhile (a broker restart under `warren status
+    # --watch`) raises a bare RuntimeError: a command run through warren.common.run says it in one line
+    assert link_lost(error) is lost

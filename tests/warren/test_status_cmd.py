@@ -10,16 +10,19 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from tests.support.cli import clean_env, warren
 from tests.support.dead_letters import seed_dead_letters, wait_depth
 from tests.support.processes import write_config
+from tests.support.tcp_proxy import TcpProxy
 from tests.support.topology import declare
 from warren.broker.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
+from warren.loop import INTERRUPT_GRACE
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
@@ -139,3 +142,56 @@ async def test_watch_refreshes_at_its_interval_until_interrupted(shop_and_books:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def _line(stream: asyncio.StreamReader | None, timeout: float = 15) -> str:
+    assert stream is not None
+    line = await asyncio.wait_for(stream.readline(), timeout)
+    assert line, "the watch ended"
+    return line.decode()
+
+
+async def test_a_watch_goes_on_through_a_lost_broker_and_ctrl_c_ends_it_while_the_broker_hangs(
+    shop_and_books: tuple[WarrenConfig, Path], tmp_path: Path
+) -> None:
+    # Given a JSON watch of shop every 200 ms, reaching RabbitMQ through a proxy the test controls
+    config, _ = shop_and_books
+    async with TcpProxy(urlsplit(config.broker.url).port or 5672) as proxy:
+        parts = urlsplit(config.broker.url)
+        url = urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{proxy.port}"))
+        broker = config.broker.model_copy(update={"url": url})
+        path = write_config(tmp_path, config.model_copy(update={"broker": broker}))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "warren", "status", "--config", str(path), "--watch", "--json", "--interval",
+            "200ms", "--endpoints", "shop", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=clean_env(),
+        )  # fmt: skip
+        try:
+            assert json.loads(await _line(process.stdout))["endpoints"][0]["name"] == "shop"
+            # When RabbitMQ cannot be reached (every link cut, new ones refused)
+            await proxy.cut()
+            # Then the watch says why on stderr, in one line, and goes on
+            error = await _line(process.stderr)
+            assert error.startswith("error: ") and "trying again every 0.2s" in error, error
+            assert "Traceback" not in error
+            # And once RabbitMQ is back, documents come again on stdout
+            await proxy.restore()
+            while True:  # documents written before the cut may still be in the pipe; one after it must come
+                document = json.loads(await _line(process.stdout))
+                if proxy.accepted > 1:
+                    break
+            assert document["endpoints"][0]["totals"]["ready"] == 0
+            # When RabbitMQ then hangs (links open, no byte forwarded) and the operator presses Ctrl-C
+            proxy.stall()
+            await asyncio.sleep(0.5)  # the next refresh is waiting on the stalled link
+            process.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
+            # Then the watch ends cleanly within the interrupt grace (a lost cancellation held it past 30 s)
+            assert await asyncio.wait_for(process.wait(), INTERRUPT_GRACE + 20) == 0
+            assert time.monotonic() - interrupted < INTERRUPT_GRACE + 5
+            print(f"\nwatch stopped {time.monotonic() - interrupted:.2f}s after SIGINT, RabbitMQ hanging")
+        finally:
+            proxy.resume()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

@@ -15,12 +15,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
+from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once, link_lost
 from warren.broker.dlq.letters import format_ms
 from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
-from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.consumers.health.admin import read_circuit_states
 from warren.deadlines import stop_if_cancelled
 from warren.topology.config import WarrenConfig
@@ -131,20 +131,42 @@ async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status
             )
     except CONNECTION_EXCEPTIONS as exc:
         raise BrokerUnavailable(f"connection to RabbitMQ lost: {exc or type(exc).__name__}") from exc
+    except RuntimeError as exc:
+        if not link_lost(exc):
+            raise
+        raise BrokerUnavailable(f"connection to RabbitMQ lost: {exc}") from exc
     finally:
         await connection.close()
 
 
+async def _round(config: WarrenConfig, endpoints: list[str] | None) -> Status | str:
+    """One refresh of a watch: the status, or why there is none this time (the watch goes on: RabbitMQ restarting,
+    a node down, is what an operator watches for)."""
+    try:
+        return await _snapshot(config, endpoints)
+    except WarrenError as exc:
+        return str(exc)
+
+
 async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: float, as_json: bool) -> None:
     # Each round asks whether Ctrl-C came: a library may lose its CancelledError (warren/deadlines.py).
+    retrying = f"(trying again every {interval:g}s)"
     if as_json:
-        while True:  # one JSON document per line, until interrupted
-            typer.echo(json.dumps((await _snapshot(config, endpoints)).to_json()))
+        while True:  # one JSON document per line on stdout, until interrupted; a failed refresh on stderr
+            status = await _round(config, endpoints)
+            if isinstance(status, Status):
+                typer.echo(json.dumps(status.to_json()))
+            else:
+                err_console.print(f"[bold red]error:[/] {escape(status)} {retrying}", highlight=False)
             await asyncio.sleep(interval)
             stop_if_cancelled()
     with Live(console=console, auto_refresh=False, screen=False) as live:
         while True:
-            live.update(render_status(await _snapshot(config, endpoints)), refresh=True)
+            status = await _round(config, endpoints)
+            if isinstance(status, Status):
+                live.update(render_status(status), refresh=True)
+            else:
+                live.update(Text(f"error: {status} {retrying}", "bold red"), refresh=True)
             await asyncio.sleep(interval)
             stop_if_cancelled()
 
