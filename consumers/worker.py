@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import aiohttp
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.channels import SETTLE_PAUSE
 from warren.broker.connection import connect
 from warren.broker.serving import stop_on_signals
 from warren.consumers.attempt_recorder import AttemptRecorder
@@ -261,6 +262,8 @@ class Worker:
             await runner.stop_consuming()
 
     async def _close_broker(self) -> None:
+        if self.runners:  # the drain's last acks apply before their channels close (broker/channels.py)
+            await asyncio.sleep(SETTLE_PAUSE)
         if self.health is not None:
             await self.health.close()
         for claims in self.claims.values():

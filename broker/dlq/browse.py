@@ -34,7 +34,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
-from warren.broker.channels import close_channel
+from warren.broker.channels import SETTLE_PAUSE, close_channel
 from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
@@ -84,13 +84,13 @@ async def hold_messages(
     """
     scan = max(1, min(scan, MAX_SCAN))
     channel = await connection.channel()
+    delivered: list[AbstractIncomingMessage] = []
     try:
         queue = await existing_queue(channel, queue_name)
         held = Held(int(queue.declaration_result.message_count or 0))
         everything = min(held.depth, MAX_SCAN)
         want = min(held.depth, scan)
         if want:
-            delivered: list[AbstractIncomingMessage] = []
             reached_new = False
             # One consumer whose prefetch covers every message it may have to hold: the broker returns a
             # consumer's messages in delivery order, which two consumers on one channel would not promise.
@@ -123,6 +123,8 @@ async def hold_messages(
             held.messages, held.behind = delivered[:want], delivered[want:]
         yield held
     finally:
+        if any(message.processed for message in delivered):  # the block acked some: let them apply first
+            await asyncio.sleep(SETTLE_PAUSE)
         # Even while the link is down: a restored channel would hold the DLQ's messages unacked for good.
         await close_channel(channel)
 

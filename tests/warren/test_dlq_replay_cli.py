@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from tests.support.cli import spawn_warren, stacks_of_stuck, warren
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
+from tests.support.tcp_proxy import TcpProxy
 from tests.support.topology import declare
 from warren.broker.events import Event
 from warren.topology import names
@@ -112,32 +114,44 @@ async def test_a_replay_that_times_out_says_so_and_loses_or_duplicates_nothing(
 
 
 @pytest.mark.timeout(240)  # a second try with 20,000 letters on a busy machine
-async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down: tuple[WarrenConfig, Path]) -> None:
-    # Given 5,000 dead letters (a replay of them takes a few seconds, long enough to be interrupted; on a busy
-    # machine the test may signal only once the replay finished: then it is tried once more, with 20,000)
-    config, path = down
+async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(
+    down: tuple[WarrenConfig, Path], tmp_path: Path
+) -> None:
+    # Given 5,000 dead letters, replayed through a proxy the test controls (so that the replay is still at work when
+    # the signal comes, however busy the machine: two loaded runs saw it finish first, twice, without one)
+    config, _ = down
     prefix = config.broker.prefix
     work, dlq = names.work_queue(prefix, "down"), names.dlq(prefix, "down")
-    for count in (5000, 20000):
-        events = [Event(type="a.x", data={"i": i}) for i in range(count)]
-        await seed_dead_letters(config, "down", events)
-        # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in the
-        # work queue
-        process = await spawn_warren(
-            "dlq", "replay", "down", "--type", "#", "--config", str(path), env={"PYTHONFAULTHANDLER": "1"}
+    async with TcpProxy(urlsplit(config.broker.url).port or 5672) as proxy:
+        parts = urlsplit(config.broker.url)
+        url = urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{proxy.port}"))
+        (tmp_path / "proxied").mkdir()
+        path = write_config(
+            tmp_path / "proxied", config.model_copy(update={"broker": config.broker.model_copy(update={"url": url})})
         )
-        await wait_depth_at_least(config, work, 20)
-        process.send_signal(signal.SIGINT)
-        try:
-            out, err = await asyncio.wait_for(process.communicate(), 60)  # a hang guard: a second or two, loaded
-        except TimeoutError:
-            pytest.fail("the replay did not stop within 60 s of SIGINT; its stacks:\n" + await stacks_of_stuck(process))
-        if f"replayed {count} dead letter(s)".encode() not in out:
-            break
-        # (done before the signal came: every letter moved exactly once)
-        assert Counter(m.message_id for m in await drain(config, work)) == Counter(e.id for e in events)
-    else:
-        pytest.fail("the replay finished before the signal came, twice")
+        for count in (5000, 20000):
+            events = [Event(type="a.x", data={"i": i}) for i in range(count)]
+            await seed_dead_letters(config, "down", events)
+            # When a client-side replay is interrupted with Ctrl-C (SIGINT) as soon as the first ones are back in
+            # the work queue: RabbitMQ holds still from then (nothing forwarded) until just after the signal
+            process = await spawn_warren(
+                "dlq", "replay", "down", "--type", "#", "--config", str(path), env={"PYTHONFAULTHANDLER": "1"}
+            )
+            await wait_depth_at_least(config, work, 20)
+            proxy.stall()
+            process.send_signal(signal.SIGINT)
+            await asyncio.sleep(0.5)
+            proxy.resume()
+            try:
+                out, err = await asyncio.wait_for(process.communicate(), 60)  # a hang guard: a second or two
+            except TimeoutError:
+                pytest.fail("the replay did not stop within 60 s of SIGINT; stacks:\n" + await stacks_of_stuck(process))
+            if f"replayed {count} dead letter(s)".encode() not in out:
+                break
+            # (done before the test saw the first 20 and held RabbitMQ: every letter moved exactly once)
+            assert Counter(m.message_id for m in await drain(config, work)) == Counter(e.id for e in events)
+        else:
+            pytest.fail("the replay finished before the signal came, twice")
     # Then it stopped part-way, without a traceback
     assert process.returncode not in (0, None), (out, err)
     assert b"Traceback" not in err, err.decode()
@@ -147,4 +161,7 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(down
     moved = Counter(m.message_id for m in await drain(config, work))
     kept = Counter(await peek_ids(config, dlq))
     assert 20 <= sum(moved.values()) < count, sum(moved.values())
-    assert moved + kept == Counter(e.id for e in events)
+    # (the copies of the last letters acked before the channel closed came back to the DLQ in 2 to 6 runs of 12:
+    # RabbitMQ returned them although acked, see broker/channels.py SETTLE_PAUSE)
+    both = sorted(i for i in moved if kept[i])
+    assert moved + kept == Counter(e.id for e in events), (sum(moved.values()), len(both), both[:5])
