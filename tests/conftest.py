@@ -8,6 +8,7 @@ import contextlib
 import functools
 import gc
 import os
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,6 +21,14 @@ from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_availab
 from warren.broker.management import ManagementClient
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import ManagementError
+
+# A suite started in the background of a non-interactive shell (`scripts/test &` in a script, nohup) runs with
+# SIGINT ignored, and every process it starts inherits that (an ignored signal stays ignored across exec; Python
+# then installs no KeyboardInterrupt handler): the tests that press Ctrl-C on a child (status --watch, dlq
+# replay, warren.loop's runner) would signal a process that cannot hear it, and fail as if it hung. Two whole
+# loaded runs failed all of them that way. Here SIGINT is delivered as in a terminal, so children can hear it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if sys.version_info < (3, 12):
     # CPython 3.11 keeps one AST recursion counter per interpreter and resets it at each ast.parse: a parse that
