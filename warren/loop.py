@@ -79,7 +79,7 @@ def run_interruptible(coroutine: Coroutine[Any, Any, T], *, grace: float = INTER
     The first SIGINT cancels the command, which then ends as it would (a replay finishes the message in hand) and
     KeyboardInterrupt is raised. ``asyncio.run`` waits without bound for that and for the tasks left behind, and a
     library that loses the cancellation (aiormq closing a channel the broker does not answer: seen holding a
-    ``warren status --watch`` past 30 s) held the process. Here the command gets ``grace`` seconds after the
+    ``warren status --watch`` past 15 s) held the process. Here the command gets ``grace`` seconds after the
     signal, leftover tasks :data:`CLEANUP_SECONDS`; past that they are abandoned with the loop, as a second Ctrl-C
     abandons them at once. The connections go with the process: RabbitMQ takes back what they held unacked.
     """

@@ -75,7 +75,7 @@ async def test_a_command_that_honours_the_cancellation_ends_at_once_after_its_cl
 
 async def test_a_command_that_loses_the_cancellation_is_abandoned_after_the_grace() -> None:
     # Given a command that swallows every cancellation (as aiormq did, waiting for a channel.close-ok that did not
-    # come, and held `warren status --watch` past 30 s)
+    # come, and held `warren status --watch` past 15 s)
     code, out, err, took = await _interrupt(
         """
         while True:
