@@ -8,6 +8,7 @@ duplicate the receiver drops by its ``webhook-id``; there is no moment at which 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from warren.topology.errors import PublishError, ReplayError, UnroutableError
 __all__ = ["DEFAULT_WINDOW", "MoveReport", "move_selected", "replay_headers"]
 
 DEFAULT_WINDOW = 64  # publishes awaiting their confirm at once
+log = logging.getLogger("warren.dlq")
+
 FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already sent to be confirmed
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
@@ -144,9 +147,17 @@ async def _move(
     except BaseException:
         # Interrupted (Ctrl-C, a cancelled task): let the publishes already sent finish and ack their DLQ
         # copies, so that an interruption leaves no duplicate behind when the broker is responsive.
+        unconfirmed: set[asyncio.Task[None]] = set()
         if tasks:
-            await asyncio.wait(set(tasks), timeout=FINISH_GRACE)
-        for task in tasks:
+            _, unconfirmed = await asyncio.wait(set(tasks), timeout=FINISH_GRACE)
+        if unconfirmed:
+            log.warning(
+                "replay interrupted: %d publish(es) not confirmed within %gs; their letters stay in the DLQ and "
+                "may be in the work queue too (duplicates the receiver drops by webhook-id)",
+                len(unconfirmed),
+                FINISH_GRACE,
+            )
+        for task in list(tasks):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise

@@ -164,4 +164,4 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(
     # (the copies of the last letters acked before the channel closed came back to the DLQ in 2 to 6 runs of 12:
     # RabbitMQ returned them although acked, see broker/channels.py SETTLE_PAUSE)
     both = sorted(i for i in moved if kept[i])
-    assert moved + kept == Counter(e.id for e in events), (sum(moved.values()), len(both), both[:5])
+    assert moved + kept == Counter(e.id for e in events), (sum(moved.values()), len(both), both[:5], err.decode())
