@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
@@ -21,7 +21,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from tests.consumers.test_metrics import scrape, value
 from tests.support.health import message_count, wait_until
 from tests.support.receiver import Receiver, Reply
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, through
 from warren.broker.attempt_records import AttemptEntry, decode_batch, encode_rows
 from warren.broker.connection import connect
 from warren.broker.events import Event
@@ -172,11 +172,6 @@ async def test_shutdown_publishes_what_is_buffered(
     assert time.monotonic() - stopping < 2.0 + 3.0
     await wait_until(lambda: len(queue.entries) == 3, 10, "the three records")
     assert [len(b.entries) for b in queue.batches] == [3]
-
-
-def through(url: str, port: int) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{port}"))
 
 
 async def test_records_outlive_a_lost_link(

@@ -11,13 +11,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.support.health import wait_until
 from tests.support.processes import WorkerProcess, write_config
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, through
 from warren.loop import CLEANUP_SECONDS
 from warren.topology.config import WarrenConfig
 
@@ -29,12 +29,6 @@ GRACE = 1.0
 CLOSE_BUDGET = 3.0 + CLEANUP_SECONDS
 # The interpreter's exit (coverage writes its data then) and the signal's delivery, on a loaded machine.
 PROCESS_SLACK = 3.0
-
-
-def through(url: str, port: int) -> str:
-    parts = urlsplit(url)
-    netloc = f"{parts.username}:{parts.password}@127.0.0.1:{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @pytest.fixture

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from urllib.parse import urlsplit, urlunsplit
+
+
+def through(url: str, port: int) -> str:
+    """``url`` (an AMQP URL, a PostgreSQL DSN) with its host and port replaced by a proxy's on 127.0.0.1."""
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rpartition("@")[0]
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"))
 
 
 class TcpProxy:

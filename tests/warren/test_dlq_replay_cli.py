@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import aio_pika
 import pytest
@@ -16,7 +16,7 @@ import pytest
 from tests.support.cli import spawn_warren, stacks_of_stuck, warren
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, through
 from tests.support.topology import declare
 from warren.broker.events import Event
 from warren.topology import names
@@ -123,12 +123,9 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(
     prefix = config.broker.prefix
     work, dlq = names.work_queue(prefix, "down"), names.dlq(prefix, "down")
     async with TcpProxy(urlsplit(config.broker.url).port or 5672) as proxy:
-        parts = urlsplit(config.broker.url)
-        url = urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{proxy.port}"))
         (tmp_path / "proxied").mkdir()
-        path = write_config(
-            tmp_path / "proxied", config.model_copy(update={"broker": config.broker.model_copy(update={"url": url})})
-        )
+        broker = config.broker.model_copy(update={"url": through(config.broker.url, proxy.port)})
+        path = write_config(tmp_path / "proxied", config.model_copy(update={"broker": broker}))
         for count in (5000, 20000):
             events = [Event(type="a.x", data={"i": i}) for i in range(count)]
             await seed_dead_letters(config, "down", events)

@@ -33,6 +33,15 @@ except KeyboardInterrupt:
     sys.exit(130)
 """
 
+# A command that never ends by itself and goes on whenever it is cancelled.
+SWALLOWS_EVERY_CANCELLATION = """
+while True:
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        print("swallowed", flush=True)
+"""
+
 
 async def _interrupt(body: str, *, grace: float, signals: int = 1) -> tuple[int, str, str, float]:
     """Start the command, SIGINT it ``signals`` times once it runs; its code, output and seconds to exit."""
@@ -76,16 +85,7 @@ async def test_a_command_that_honours_the_cancellation_ends_at_once_after_its_cl
 async def test_a_command_that_loses_the_cancellation_is_abandoned_after_the_grace() -> None:
     # Given a command that swallows every cancellation (as aiormq did, waiting for a channel.close-ok that did not
     # come, and held `warren status --watch` past 15 s)
-    code, out, err, took = await _interrupt(
-        """
-        while True:
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                print("swallowed", flush=True)
-        """,
-        grace=1.5,
-    )
+    code, out, err, took = await _interrupt(SWALLOWS_EVERY_CANCELLATION, grace=1.5)
     # When Ctrl-C comes once, Then it is abandoned once the grace has passed, not before, and says so
     assert code == 130 and "swallowed" in out and "interrupted" in out, (out, err)
     assert 1.4 <= took < 10, took
@@ -94,17 +94,7 @@ async def test_a_command_that_loses_the_cancellation_is_abandoned_after_the_grac
 
 async def test_a_second_ctrl_c_abandons_at_once() -> None:
     # Given the same command, and a grace far longer than the test
-    code, out, err, took = await _interrupt(
-        """
-        while True:
-            try:
-                await asyncio.sleep(60)
-            except asyncio.CancelledError:
-                pass
-        """,
-        grace=300,
-        signals=2,
-    )
+    code, out, err, took = await _interrupt(SWALLOWS_EVERY_CANCELLATION, grace=300, signals=2)
     # When Ctrl-C comes twice, Then the second ends it without waiting for the grace
     assert code == 130 and "interrupted" in out, (out, err)
     assert took < 10, took

@@ -10,14 +10,14 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.support.cli import clean_env, warren
 from tests.support.dead_letters import seed_dead_letters, wait_depth
 from tests.support.processes import write_config
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, through
 from tests.support.topology import declare
 from warren.broker.connection import connect
 from warren.broker.events import Event
@@ -157,9 +157,7 @@ async def test_a_watch_goes_on_through_a_lost_broker_and_ctrl_c_ends_it_while_th
     # Given a JSON watch of shop every 200 ms, reaching RabbitMQ through a proxy the test controls
     config, _ = shop_and_books
     async with TcpProxy(urlsplit(config.broker.url).port or 5672) as proxy:
-        parts = urlsplit(config.broker.url)
-        url = urlunsplit(parts._replace(netloc=f"{parts.username}:{parts.password}@127.0.0.1:{proxy.port}"))
-        broker = config.broker.model_copy(update={"url": url})
+        broker = config.broker.model_copy(update={"url": through(config.broker.url, proxy.port)})
         path = write_config(tmp_path, config.model_copy(update={"broker": broker}))
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "warren", "status", "--config", str(path), "--watch", "--json", "--interval",

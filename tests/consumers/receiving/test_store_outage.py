@@ -11,7 +11,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import aio_pika
 import asyncpg
@@ -21,7 +21,7 @@ import pytest
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table, effect_rows, effects_table
 from tests.support.postgres import fresh_schema_name, postgres_or_skip
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import TcpProxy, through
 from warren.broker import wire
 from warren.consumers.receiving.inbox import Inbox
 from warren.consumers.receiving.messages import InboundEvent
@@ -32,13 +32,6 @@ from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def _through(dsn: str, port: int) -> str:
-    """The DSN with its host and port replaced by the proxy's."""
-    parts = urlsplit(dsn)
-    userinfo = parts.netloc.rpartition("@")[0]
-    return urlunsplit(parts._replace(netloc=f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"))
 
 
 def _source(name: str, **retry: object) -> dict[str, object]:
@@ -73,7 +66,7 @@ async def test_a_store_that_is_down_is_retried_then_dead_lettered(
     config = make_config(inbound=[_source("doomed", max_attempts=3), _source("patient", max_attempts=30)])
     connection = await aio_pika.connect(amqp_url)
     proxy = await TcpProxy(target.port or 5432, target.hostname or "127.0.0.1").start()
-    store = PostgresStore(_through(dsn, proxy.port), schema=schema, min_size=1, max_size=4)
+    store = PostgresStore(through(dsn, proxy.port), schema=schema, min_size=1, max_size=4)
     called: list[str] = []
 
     async def handler(event: InboundEvent, tx: Transaction) -> None:
