@@ -20,6 +20,8 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage
 from aiormq.exceptions import ChannelInvalidStateError
 
+from warren.broker.channels import SETTLE_PAUSE
+
 __all__ = ["AckBatcher"]
 
 
@@ -43,6 +45,7 @@ class AckBatcher:
         self._settled: set[int] = set()  # settled otherwise (nacked) or already acked on their own
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
+        self._last_sent = -SETTLE_PAUSE  # monotonic time of the last ack sent on the channel
 
     def track(self, message: AbstractIncomingMessage) -> None:
         """Record an arrival, in delivery order."""
@@ -83,7 +86,10 @@ class AckBatcher:
         """Send every ack still waiting, stragglers included, and stop: the channel is about to be closed.
 
         Nothing is sent on the channel after this returns (an ack sent on a closed channel's number, reused by
-        the next channel opened, is a connection error: ``CHANNEL_ERROR - expected 'channel.open'``).
+        the next channel opened, is a connection error: ``CHANNEL_ERROR - expected 'channel.open'``). It returns
+        no sooner than ``SETTLE_PAUSE`` after the last ack sent, so that a quorum queue applies those acks
+        before the channel's close returns its unacked deliveries (broker/channels.py): otherwise a partition
+        handed back, or a worker stopping, sees its last acked deliveries come back and be delivered again.
         """
         if self._timer is not None:
             self._timer.cancel()
@@ -97,6 +103,9 @@ class AckBatcher:
             self._timer.cancel()
             self._timer = None
         self._reset(None)
+        settle = self._last_sent + SETTLE_PAUSE - time.monotonic()
+        if settle > 0:
+            await asyncio.sleep(settle)
 
     def _reset(self, channel: Any) -> None:
         self._channel = channel
@@ -146,3 +155,5 @@ class AckBatcher:
                 await channel.basic_ack(highest, multiple=True)
             for tag in singles:
                 await channel.basic_ack(tag)
+        if highest is not None or singles:
+            self._last_sent = time.monotonic()

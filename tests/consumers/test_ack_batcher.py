@@ -9,6 +9,7 @@ import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
+from warren.broker.channels import SETTLE_PAUSE
 from warren.consumers.ack_batcher import AckBatcher
 
 
@@ -20,26 +21,34 @@ async def _unacked(queue: aio_pika.abc.AbstractQueue, channel: aio_pika.abc.Abst
     return count
 
 
+async def _tracked(
+    channel: aio_pika.abc.AbstractChannel, name: str, count: int, batcher: AckBatcher
+) -> tuple[aio_pika.abc.AbstractQueue, list[AbstractIncomingMessage]]:
+    """A quorum queue ``name`` with ``count`` messages, consumed on ``channel``, tracked by the batcher."""
+    await channel.set_qos(prefetch_count=10)
+    queue = await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "quorum"})
+    for i in range(count):
+        await channel.default_exchange.publish(aio_pika.Message(str(i).encode()), routing_key=queue.name)
+    delivered: list[AbstractIncomingMessage] = []
+
+    async def on_message(message: AbstractIncomingMessage) -> None:
+        batcher.track(message)
+        delivered.append(message)
+
+    await queue.consume(on_message)
+    deadline = time.monotonic() + 5
+    while len(delivered) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return queue, delivered
+
+
 @pytest.mark.timeout(20)
 async def test_acks_wait_for_the_head_then_go_together_and_a_straggler_goes_alone(amqp_url: str, prefix: str) -> None:
     connection = await aio_pika.connect(amqp_url)
     try:
         channel = await connection.channel()
-        await channel.set_qos(prefetch_count=10)
-        queue = await channel.declare_queue(f"{prefix}.acks", durable=True, arguments={"x-queue-type": "quorum"})
-        for i in range(5):
-            await channel.default_exchange.publish(aio_pika.Message(str(i).encode()), routing_key=queue.name)
-        delivered: list[AbstractIncomingMessage] = []
         batcher = AckBatcher(max_delay=0.002, straggler_after=0.3)
-
-        async def on_message(message: AbstractIncomingMessage) -> None:
-            batcher.track(message)
-            delivered.append(message)
-
-        await queue.consume(on_message)
-        deadline = time.monotonic() + 5
-        while len(delivered) < 5 and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        queue, delivered = await _tracked(channel, f"{prefix}.acks", 5, batcher)
         assert [m.body for m in delivered] == [b"0", b"1", b"2", b"3", b"4"]
 
         # Message 0 is still being delivered: the acks of 1..4 wait behind it, then go on their own once stale.
@@ -63,5 +72,44 @@ async def test_acks_wait_for_the_head_then_go_together_and_a_straggler_goes_alon
     check = await aio_pika.connect(amqp_url)
     try:
         assert await _unacked(queue, await check.channel()) == 0  # every message was acked exactly once
+    finally:
+        await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_close_waits_the_settle_pause_after_the_last_ack_sent(amqp_url: str, prefix: str) -> None:
+    """A quorum queue can apply a closing channel's return of its unacked deliveries before acks sent just before
+    the close: the batcher's close keeps the channel open until SETTLE_PAUSE after its last ack, and no longer."""
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=0.002, straggler_after=0.05)
+        queue, delivered = await _tracked(channel, f"{prefix}.settle", 6, batcher)
+        assert len(delivered) == 6
+
+        # Acks sent long before the close: nothing to wait for.
+        for message in delivered[:3]:
+            await batcher.ack(message)
+        await batcher.flush()
+        await asyncio.sleep(SETTLE_PAUSE + 0.05)
+        # The rest is acked now and sent by the close itself: it waits the whole pause after sending them.
+        for message in delivered[3:]:
+            await batcher.ack(message)
+        started = time.monotonic()
+        await batcher.close()
+        waited = time.monotonic() - started
+        assert SETTLE_PAUSE - 0.01 <= waited < SETTLE_PAUSE + 1.0, waited
+        await channel.close()
+
+        idle = AckBatcher()
+        started = time.monotonic()
+        await idle.close()
+        assert time.monotonic() - started < 0.05  # it sent nothing: it closes at once
+    finally:
+        await connection.close()
+
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 0  # all six acked, none returned by the close
     finally:
         await check.close()
