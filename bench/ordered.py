@@ -2,7 +2,7 @@
 unordered one, interleaved run by run, with the ratio taken pair by pair.
 
     .venv/bin/python bench/ordered.py [--runs 3] [--workloads happy,flaky,slow] [--loop uvloop] [--scale 1]
-                                      [--port 18089]
+                                      [--port 18089] [--partitions 32]
 
 Same receiver, publisher, event counts and 1,000 keys as bench/run.py. The unordered endpoint has concurrency
 (prefetch) 512; the ordered one 32 partitions of partition_prefetch 16, so 512 in flight at most, too. Prints
@@ -33,7 +33,7 @@ from bench.run import PY, WORKLOADS, System, ceilings, median, one_run, per_run_
 TARGETS = {"happy": 0.9, "flaky": 0.6, "slow": 0.8}  # ordered / unordered, deliveries/s (issue 13)
 
 
-async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, scale: float) -> None:
+async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, scale: float, partitions: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-ordered-"))
     port = str(harness.PORT)
     receiver = await start([PY, str(ROOT / "bench" / "receiver.py"), "--port", port], workdir / "r.log", b"")
@@ -51,7 +51,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, sca
         print(
             f"# Warren ordered vs unordered · {platform.node()} · {os.cpu_count()} cores · Python "
             f"{platform.python_version()} · {runs} runs each, medians · {time.strftime('%Y-%m-%d %H:%M')} · {loop}"
-            f" · event counts x {scale:g}"
+            f" · event counts x {scale:g} · {partitions} partitions"
         )
         if not skip_ceilings:
             rows = [await ceilings(workdir) for _ in range(runs)]
@@ -65,7 +65,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, sca
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
             unordered = replace(WORKLOADS[name], count=max(100, round(WORKLOADS[name].count * scale)))
-            ordered = replace(unordered, name=f"{name}-ordered", ordered=True)
+            ordered = replace(unordered, name=f"{name}-ordered", ordered=True, partitions=partitions)
             results: dict[str, list[dict[str, float]]] = {"unordered": [], "ordered": []}
             for _ in range(runs):  # interleaved: drift in the machine's speed hits both alike
                 results["unordered"].append(await one_run(unordered, system, workdir))
@@ -92,6 +92,7 @@ if __name__ == "__main__":
     parser.add_argument("--skip-ceilings", action="store_true")
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the event counts (a busy machine: 0.25)")
     parser.add_argument("--port", type=int, default=harness.PORT, help="the receiver's (another run may hold 18089)")
+    parser.add_argument("--partitions", type=int, default=32, help="the ordered endpoint's (prefetch 512 / this each)")
     a = parser.parse_args()
     harness.PORT = a.port
-    asyncio.run(main(a.runs, a.workloads.split(","), a.loop, a.skip_ceilings, a.scale))
+    asyncio.run(main(a.runs, a.workloads.split(","), a.loop, a.skip_ceilings, a.scale, a.partitions))

@@ -74,6 +74,7 @@ class Workload:
     # A fixed-rate workload publishes at half of the capacity that this workload measured (deliveries/s),
     # for LATENCY_SECONDS, so that its latencies are the pipeline's own and not a backlog's.
     half_of: str | None = None
+    partitions: int = 32  # ordered only; partition_prefetch is 512 / partitions, so 512 in flight at most
 
 
 LATENCY_SECONDS = 10
@@ -116,7 +117,9 @@ def config_for(
         "timeout": "10s",
     }
     if workload.ordered:
-        endpoint.update(ordering="key", partitions=32)
+        endpoint.update(
+            ordering="key", partitions=workload.partitions, partition_prefetch=max(1, 512 // workload.partitions)
+        )
     return WarrenConfig(
         broker={"url": AMQP, "management_url": MGMT, "prefix": prefix},
         retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
