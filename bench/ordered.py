@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import run as harness
-from bench.run import PY, WORKLOADS, System, ceilings, median, one_run, per_run_ratio, start
+from bench.run import PY, WORKLOADS, System, ceilings, lost_cell, median, one_run, per_run_ratio, start
 
 TARGETS = {"happy": 0.9, "flaky": 0.6, "slow": 0.8}  # ordered / unordered, deliveries/s (issue 13)
 
@@ -76,7 +76,7 @@ async def main(runs: int, chosen: list[str], loop: str, skip_ceilings: bool, sca
                 print(
                     f"| {name} | {label} | {median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} "
                     f"| {median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | "
-                    f"{max(r['lost'] for r in rows):.0f} | {median(rows, 'requests'):,.0f} | {ratio} | {target} |",
+                    f"{lost_cell(rows)} | {median(rows, 'requests'):,.0f} | {ratio} | {target} |",
                     flush=True,
                 )
     finally:
