@@ -26,6 +26,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractRobustConnection
 from yarl import URL
 
+from warren.broker.close_ok import answer_every_channel_close
 from warren.deadlines import within
 from warren.topology.errors import BrokerUnavailable, describe
 from warren.topology.redact import redact_url
@@ -46,6 +47,8 @@ __all__ = [
 
 # One node's URL, or the URLs of a cluster's nodes (``BrokerSettings.urls``).
 Nodes = str | Sequence[str]
+
+answer_every_channel_close()  # aiormq may leave a channel RabbitMQ closed "closing" for good (broker/close_ok.py)
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
 CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
