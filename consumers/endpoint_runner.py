@@ -107,6 +107,10 @@ class EndpointRunner(EndpointConsumers):
         return still
 
     async def close(self) -> None:
+        if self.settler.acks is not None:
+            # Its last acks apply before the work queue's channel closes (SETTLE_PAUSE, broker/channels.py):
+            # an endpoint reconfigured or removed live, or a worker stopping, would see them delivered again.
+            await self.settler.acks.close()
         await self.close_consuming()
         await self.settler.close()
 

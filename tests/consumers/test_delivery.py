@@ -386,3 +386,30 @@ async def test_ordered_hold_limit_hands_back_and_keeps_counting(endpoint_config,
     # its 7th attempt succeeded (the 7-attempt budget was not restarted), and order held
     sequences = [r.json["sequence"] for r in receiver.received]
     assert sequences == [0] * 7 + [1, 2]
+
+
+async def test_an_endpoint_unserved_right_after_its_deliveries_gives_none_back(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given a worker serving an endpoint (as a live endpoint removed or reconfigured is stopped and served again)
+    config = await endpoint_config([{"name": "shop"}])
+    work = names.work_queue(config.broker.prefix, "shop")
+    sent: list[Event] = []
+    async with Worker(config) as worker:
+        for round_ in range(5):
+            # When events are delivered and, as soon as the last is answered, the endpoint is unserved
+            events = [Event(type="order.paid", data={"r": round_, "n": i}) for i in range(40)]
+            sent += events
+            await publish(config, events)
+            total = len(sent)
+            await receiver.wait_for(lambda r, total=total: len(r.received) >= total, 20)
+            runner = worker.runners["shop"]
+            while runner.in_flight:
+                await asyncio.sleep(0.001)
+            await worker.unserve_endpoint("shop")
+            # Then none of them is back in the work queue (their acks applied before the channel closed)
+            assert await message_count(config, work) == 0, round_
+            await worker.serve_endpoint(config.endpoints[0])
+    # And each event was delivered exactly once
+    copies = Counter(r.headers["webhook-id"] for r in receiver.received)
+    assert copies == Counter(e.id for e in sent)
