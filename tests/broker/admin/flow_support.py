@@ -38,7 +38,8 @@ PER_TENANT = {"postgresql": 10, "sqlite": 3}
 CREATES_AT_ONCE = 4  # concurrent create calls: a platform onboarding a batch of customers
 # API call -> first delivery, as a tolerance window: the bound is 1 s, met by the median on a quiet
 # machine; with two whole suites at once on 2 cores the median of the live apply test reached 1.35 s, so the
-# median may take twice the bound here and the worst of 20 three times.
+# median may take twice the bound here and the worst of 20 three times, counted from the call's 201 (the call
+# itself took up to 6.7 s under that load: the API's and the store's time, not the apply's).
 APPLY_LATENCY_LIMIT = 2.0
 APPLY_LATENCY_WORST = 3.0
 
