@@ -47,6 +47,7 @@ __all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "
 MAX_SCAN = 65_535
 QUIET = 1.0  # seconds without a new message after which a pass asks the queue whether any are still ready
 PATIENCE = 30.0  # seconds a pass waits in all for ready messages that are slow to arrive (a busy broker)
+ARRIVAL_SETTLE = 0.05  # seconds for the callbacks of deliveries read with a declare-ok to run
 
 
 @dataclass
@@ -112,8 +113,16 @@ async def hold_messages(
                 except TimeoutError:
                     # A pause is not the end: on a busy broker deliveries can stall for seconds. The pass ends
                     # early only when nothing is ready any more (someone else took messages), or at PATIENCE.
-                    ready = (await existing_queue(channel, queue_name)).declaration_result.message_count or 0
-                    if ready == 0 or asyncio.get_running_loop().time() > deadline:
+                    declared = (await existing_queue(channel, queue_name)).declaration_result
+                    # Nor is nothing ready the end while this pass is the queue's only consumer: what is neither
+                    # ready nor here is on its way here (a loaded broker hands messages over before it sends
+                    # them; a process that stalled longer than QUIET has not read them yet). Only another
+                    # consumer can have taken them. Deliveries read with the declare-ok run their callbacks next.
+                    await asyncio.sleep(ARRIVAL_SETTLE)
+                    if arrived.is_set():
+                        continue
+                    taken_elsewhere = not declared.message_count and (declared.consumer_count or 0) > 1
+                    if taken_elsewhere or asyncio.get_running_loop().time() > deadline:
                         break
             # No more deliveries, so none arrive while the block acks; those already sent are held too.
             with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
