@@ -26,7 +26,11 @@ CLOSE_TIMEOUT = 5.0  # seconds a close may take before it is given up on (the ch
 # return of its unacked messages before acks that channel sent just before closing: those messages come back
 # although acked (an interrupted `warren dlq replay` left the copies of its last acks in the DLQ too, in 2 to 6
 # runs of 12 on RabbitMQ 3.10.8; with 0.1 s between the acks and the close, in none of 12; 0.5 s, none of 12).
-# The close handshake does not wait for it: channel.close-ok came 1-2 ms after the acks.
+# The close handshake does not wait for it: channel.close-ok came 1-2 ms after the acks. The cause is in the
+# channel's quorum-queue client (rabbit_fifo_client): it keeps at most 32 commands (each ack frame is one) in
+# flight to the queue, holds back the rest until the queue applies earlier ones, and sends nothing more once the
+# channel closes. So acks go in few frames (multiple acks, consumers/ack_batcher.py), and this pause gives what
+# is held back time to go; a broker slower than the pause can still return acked messages (duplicates).
 SETTLE_PAUSE = 0.25
 
 

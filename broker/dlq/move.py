@@ -24,6 +24,7 @@ from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
 from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.selection import Selection, select
+from warren.consumers.ack_batcher import AckBatcher
 from warren.deadlines import stop_if_cancelled
 from warren.topology import names
 from warren.topology.errors import PublishError, ReplayError, UnroutableError
@@ -105,6 +106,14 @@ async def _move(
     tasks: set[asyncio.Task[None]] = set()
     errors: list[BaseException] = []
     replayed_ms = int(time.time() * 1000)
+    # The DLQ copies are acked in batches (one multiple ack per settled run) rather than one by one: a quorum
+    # queue's channel keeps at most 32 commands in flight to the queue and holds back the rest, and what it holds
+    # back when the channel closes is never sent, so those copies return although acked. 64 single acks at once
+    # (the confirms of an interrupted replay's window) left 31 letters in the DLQ and the work queue both, on a
+    # loaded machine. The batcher's close sends what waits and lets the last acks settle (SETTLE_PAUSE).
+    acks = AckBatcher()
+    for message in messages:
+        acks.track(message)
 
     async def one(letter: DeadLetter) -> None:
         message = messages[letter.position]
@@ -120,7 +129,7 @@ async def _move(
         finally:
             slots.release()
         # Confirmed: only now may the DLQ copy go.
-        await message.ack()
+        await acks.ack(message)
         report.moved += 1
         if on_moved is not None:
             on_moved(letter)
@@ -131,41 +140,44 @@ async def _move(
             errors.append(task.exception())  # type: ignore[arg-type]
 
     try:
-        for letter in report.chosen:
-            previous = in_flight.get(letter.event_id)
-            if previous is not None and not previous.done():
-                await asyncio.wait({previous})
-            if errors:
-                break  # fail fast: nothing more is sent after a refusal
-            stop_if_cancelled()  # Ctrl-C whose CancelledError a library lost: stop here, as if it had come
-            await slots.acquire()
-            task = asyncio.create_task(one(letter))
-            task.add_done_callback(finished)
-            in_flight[letter.event_id] = task
-            tasks.add(task)
-        await asyncio.gather(*tasks, return_exceptions=True)
-    except BaseException:
-        # Interrupted (Ctrl-C, a cancelled task): let the publishes already sent finish and ack their DLQ
-        # copies, so that an interruption leaves no duplicate behind when the broker is responsive.
-        unconfirmed: set[asyncio.Task[None]] = set()
-        if tasks:
-            _, unconfirmed = await asyncio.wait(set(tasks), timeout=FINISH_GRACE)
-        if unconfirmed:
-            log.warning(
-                "replay interrupted: %d publish(es) not confirmed within %gs; their letters stay in the DLQ and "
-                "may be in the work queue too (duplicates the receiver drops by webhook-id)",
-                len(unconfirmed),
-                FINISH_GRACE,
-            )
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    if errors:
-        error = errors[0]
-        if isinstance(error, CONNECTION_EXCEPTIONS):
-            raise ReplayError(
-                f"connection to RabbitMQ lost after {report.moved} moved: run the replay again "
-                "(nothing is lost; a message confirmed but not yet removed from the DLQ is replayed twice)"
-            ) from error
-        raise error
+        try:
+            for letter in report.chosen:
+                previous = in_flight.get(letter.event_id)
+                if previous is not None and not previous.done():
+                    await asyncio.wait({previous})
+                if errors:
+                    break  # fail fast: nothing more is sent after a refusal
+                stop_if_cancelled()  # Ctrl-C whose CancelledError a library lost: stop here, as if it had come
+                await slots.acquire()
+                task = asyncio.create_task(one(letter))
+                task.add_done_callback(finished)
+                in_flight[letter.event_id] = task
+                tasks.add(task)
+            await asyncio.gather(*tasks, return_exceptions=True)
+        except BaseException:
+            # Interrupted (Ctrl-C, a cancelled task): let the publishes already sent finish and ack their DLQ
+            # copies, so that an interruption leaves no duplicate behind when the broker is responsive.
+            unconfirmed: set[asyncio.Task[None]] = set()
+            if tasks:
+                _, unconfirmed = await asyncio.wait(set(tasks), timeout=FINISH_GRACE)
+            if unconfirmed:
+                log.warning(
+                    "replay interrupted: %d publish(es) not confirmed within %gs; their letters stay in the DLQ and "
+                    "may be in the work queue too (duplicates the receiver drops by webhook-id)",
+                    len(unconfirmed),
+                    FINISH_GRACE,
+                )
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        if errors:
+            error = errors[0]
+            if isinstance(error, CONNECTION_EXCEPTIONS):
+                raise ReplayError(
+                    f"connection to RabbitMQ lost after {report.moved} moved: run the replay again "
+                    "(nothing is lost; a message confirmed but not yet removed from the DLQ is replayed twice)"
+                ) from error
+            raise error
+    finally:
+        await acks.close()
