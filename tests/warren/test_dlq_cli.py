@@ -70,19 +70,21 @@ async def down(make_config: Any, tmp_path: Path) -> tuple[WarrenConfig, Path]:
 
 
 async def test_list_and_show_tell_each_story(down: tuple[WarrenConfig, Path]) -> None:
-    # Given 12 dead letters, 8 of type a.x then 4 of type b.y, dead one minute apart in that order
+    # Given 12 dead letters, 8 of type a.x then 4 of type b.y, dead ten minutes apart in that order (the time
+    # filters below fall between two of them with five minutes to spare: on a loaded machine the commands
+    # before them took over 30 s, which one minute apart did not survive)
     config, path = down
-    base = int(time.time() * 1000) - 12 * 60_000
+    base = int(time.time() * 1000) - 12 * 600_000
     events = [Event(type="a.x" if i < 8 else "b.y", data={"i": i}, key=f"k{i}") for i in range(12)]
-    await seed_dead_letters(config, "down", events, dead_ms=[base + i * 60_000 for i in range(12)])
+    await seed_dead_letters(config, "down", events, dead_ms=[base + i * 600_000 for i in range(12)])
     dlq = names.dlq(config.broker.prefix, "down")
     order = await peek_ids(config, dlq)
     # When they are listed every way, and one is shown whole
     everything = await warren(path, "dlq", "list", "down")
     only_b = await warren(path, "dlq", "list", "down", "--json", "--type", "b.*")
     newest = await warren(path, "dlq", "list", "down", "--json", "--newest", "--limit", "3")
-    recent = await warren(path, "dlq", "list", "down", "--json", "--since", "4m30s")
-    early = await warren(path, "dlq", "list", "down", "--json", "--until", "11m30s")
+    recent = await warren(path, "dlq", "list", "down", "--json", "--since", "45m")
+    early = await warren(path, "dlq", "list", "down", "--json", "--until", "1h55m")
     shown = await warren(path, "dlq", "show", "down", events[9].id, "--json")
     shown_text = await warren(path, "dlq", "show", "down", events[9].id)
     missing = await warren(path, "dlq", "show", "down", "no-such-id")
