@@ -178,8 +178,9 @@ async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
     # The override only skips the check: a dry run with it passes
     report = await apply_setup(config, dry_run=True, check_capacity=False)
     assert report.ok and len(report.to_create) > 2 * count
-    # One endpoint fewer passes the check
-    fewer = await apply_setup(make_config(endpoints(count - 1), **SECTIONS), dry_run=True)
+    # A few endpoints fewer pass the check (a few: connections other tests are closing still count against the
+    # node's handles for a moment, and one endpoint fewer failed once on CI with 11 connections on the node)
+    fewer = await apply_setup(make_config(endpoints(count - 5), **SECTIONS), dry_run=True)
     assert fewer.ok and not fewer.capacity_problems
 
 
