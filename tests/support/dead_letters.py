@@ -97,25 +97,17 @@ async def peek_ids(config: WarrenConfig, queue: str) -> list[str]:
 
     Read once the queue's ready count held still for 0.3 s: messages a reader that just ended was holding
     come back a moment after its channel closed (a loaded machine: long enough for a read to find none)."""
+    from tests.support.health import message_count
     from warren.broker.dlq.browse import browse
 
     previous, deadline = -1, time.monotonic() + 10
-    while (ready := await _ready(config, queue)) != previous and time.monotonic() < deadline:
+    while (ready := await message_count(config, queue)) != previous and time.monotonic() < deadline:
         previous = ready
         await asyncio.sleep(0.3)
     connection = await aio_pika.connect(config.broker.url)
     try:
         letters, _ = await browse(connection, queue)
         return [letter.event_id for letter in letters]
-    finally:
-        await connection.close()
-
-
-async def _ready(config: WarrenConfig, queue: str) -> int:
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        declared = await (await connection.channel()).declare_queue(queue, passive=True)
-        return int(declared.declaration_result.message_count or 0)
     finally:
         await connection.close()
 

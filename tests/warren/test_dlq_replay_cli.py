@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import aio_pika
 import pytest
 
 from tests.support.cli import spawn_warren, stacks_of_stuck, warren
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
+from tests.support.health import consumer_count
 from tests.support.processes import write_config
 from tests.support.tcp_proxy import TcpProxy, through
 from tests.support.topology import declare
@@ -36,19 +36,10 @@ async def down(make_config: Any, tmp_path: Path) -> tuple[WarrenConfig, Path]:
     return config, write_config(tmp_path, config)
 
 
-async def _consumers(config: WarrenConfig, queue: str) -> int:
-    connection = await aio_pika.connect(config.broker.url)
-    try:
-        declared = await (await connection.channel()).declare_queue(queue, passive=True)
-        return int(declared.declaration_result.consumer_count or 0)
-    finally:
-        await connection.close()
-
-
 async def _settled(config: WarrenConfig, queue: str, timeout: float = 10) -> None:
     """Until nothing consumes the queue any more (RabbitMQ has taken back what a stopped reader held)."""
     deadline = time.monotonic() + timeout
-    while await _consumers(config, queue) and time.monotonic() < deadline:
+    while await consumer_count(config, queue) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
 
 
