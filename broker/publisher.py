@@ -123,21 +123,48 @@ class Publisher:
         window: int = DEFAULT_WINDOW,
         on_result: Callable[[str, PublishError | None], Awaitable[None] | None] | None = None,
     ) -> PublishReport:
-        """Publish a stream of events keeping up to ``window`` unconfirmed; report every outcome."""
+        """Publish a stream of events keeping up to ``window`` unconfirmed; report every outcome.
+
+        Events of one ordering key go one after another: each is sent once the one before it (of the same
+        tenant and key) is confirmed, and not at all when that one was not stored. So what is stored of a key
+        is always a prefix of its events here, and a producer that sends the failed ones again (same ids)
+        keeps the key's order. Pipelined, a later event could be confirmed while an earlier one of its key
+        was nacked or timed out, and the retry would land behind it (seen on a cluster losing a node).
+        Events of different keys, and events without a key, are in flight side by side as before.
+        """
         report = PublishReport()
         slots = asyncio.Semaphore(window)
         tasks: set[asyncio.Task[None]] = set()
+        latest: dict[tuple[str | None, str], asyncio.Future[bool]] = {}  # (tenant, key) -> its last event's outcome
 
-        async def one(event: Event) -> None:
+        async def one(event: Event, before: asyncio.Future[bool] | None, mine: asyncio.Future[bool] | None) -> None:
             error: PublishError | None = None
+            stored = False
             try:
+                if before is not None and not await asyncio.shield(before):
+                    raise PublishError(
+                        f"event {event.id} not sent: an earlier event with key {event.key!r} was not stored, and "
+                        "sending this one first would break the key's order; send both again (same ids)",
+                        event.id,
+                    )
                 await self.publish(event)
                 report.confirmed.append(event.id)
+                stored = True
+            except UnroutableError as exc:
+                error = exc
+                report.failed.append((event.id, exc))
+                stored = True  # no endpoint takes it, so it holds no place in any endpoint's order
             except PublishError as exc:
                 error = exc
                 report.failed.append((event.id, exc))
             finally:
                 slots.release()
+                if mine is not None:
+                    if not mine.done():
+                        mine.set_result(stored)
+                    chain = (event.tenant, event.key or "")
+                    if stored and latest.get(chain) is mine:
+                        del latest[chain]  # the key's next event may go at once (a failure stays: it must not)
             if on_result is not None:
                 outcome = on_result(event.id, error)
                 if outcome is not None:
@@ -153,7 +180,12 @@ class Publisher:
 
         async for event in each():
             await slots.acquire()
-            task = asyncio.create_task(one(event))
+            before = mine = None
+            if event.key is not None:
+                chain = (event.tenant, event.key)
+                before, mine = latest.get(chain), asyncio.get_running_loop().create_future()
+                latest[chain] = mine
+            task = asyncio.create_task(one(event, before, mine))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
