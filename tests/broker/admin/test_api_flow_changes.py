@@ -91,12 +91,14 @@ async def test_deleting_an_endpoint_mid_flow_loses_nothing(
     deploy: Callable[..., Awaitable[Deployment]],
     receivers: Callable[[], Awaitable[Receiver]],
 ) -> None:
-    # Given an endpoint whose receiver is slow, so that messages wait in its queue, while events flow
+    # Given an endpoint whose receiver is slow, so that messages wait in its queue, while events flow: 4 a second
+    # at most, slower than the flow's one-confirm-at-a-time publishes even on a loaded machine (at 40 a second, a
+    # loaded 4.x run's publishes could not outpace the deliveries and no backlog built up in 10 s)
     deployment = await deploy()
     config, prefix = deployment.config, deployment.config.broker.prefix
     receiver = await receivers()
-    receiver.behaviour = always(200, delay=0.05)
-    created = await deployment.call("POST", "/v1/endpoints", spec(receiver, "gone", "del", concurrency=2))
+    receiver.behaviour = always(200, delay=0.25)
+    created = await deployment.call("POST", "/v1/endpoints", spec(receiver, "gone", "del", concurrency=1))
     assert created.status == 201, created.body
     async with running_workers(deployment.path, 1), TenantFlow(config, ["del"], interval=0.003) as flow:
         await receiver.wait_for(lambda r: len(r.received) >= 5, timeout=15)
