@@ -93,6 +93,11 @@ class PartitionClaims:
 
     async def _unassign_all(self, partitions: list[str]) -> None:
         for partition in partitions:
+            if partition in self.owned:
+                # Claimed again meanwhile (the loop reconnects within a round, while earlier hand-backs are still
+                # settling): the claim is ours, so keep consuming. Unassigned now, it would stay claimed and
+                # unconsumed for good: no worker else may take it (a node-kill run left 512 events stuck so).
+                continue
             await self.runner.unassign(partition)
 
     async def _loop(self) -> None:
