@@ -135,9 +135,12 @@ class Publisher:
         report = PublishReport()
         slots = asyncio.Semaphore(window)
         tasks: set[asyncio.Task[None]] = set()
-        latest: dict[tuple[str | None, str], asyncio.Future[bool]] = {}  # (tenant, key) -> its last event's outcome
+        Chain = tuple[str | None, str]  # (tenant, key): the events that keep one order
+        latest: dict[Chain, asyncio.Future[bool]] = {}  # chain -> its last event's outcome (stored or not)
 
-        async def one(event: Event, before: asyncio.Future[bool] | None, mine: asyncio.Future[bool] | None) -> None:
+        async def one(
+            event: Event, chain: Chain | None, before: asyncio.Future[bool] | None, mine: asyncio.Future[bool] | None
+        ) -> None:
             error: PublishError | None = None
             stored = False
             try:
@@ -159,10 +162,9 @@ class Publisher:
                 report.failed.append((event.id, exc))
             finally:
                 slots.release()
-                if mine is not None:
+                if chain is not None and mine is not None:
                     if not mine.done():
                         mine.set_result(stored)
-                    chain = (event.tenant, event.key or "")
                     if stored and latest.get(chain) is mine:
                         del latest[chain]  # the key's next event may go at once (a failure stays: it must not)
             if on_result is not None:
@@ -180,12 +182,12 @@ class Publisher:
 
         async for event in each():
             await slots.acquire()
+            chain: Chain | None = None if event.key is None else (event.tenant, event.key)
             before = mine = None
-            if event.key is not None:
-                chain = (event.tenant, event.key)
+            if chain is not None:
                 before, mine = latest.get(chain), asyncio.get_running_loop().create_future()
                 latest[chain] = mine
-            task = asyncio.create_task(one(event, before, mine))
+            task = asyncio.create_task(one(event, chain, before, mine))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
