@@ -5,7 +5,8 @@ when it reconnects. A channel is only forgotten when its owner closes it. While 
 already reports ``is_closed``, and code that closes only open channels skips it: the connection comes back
 with the channel too, and with it a consumer nobody reads (one that can hold messages unacked for good, or
 stay a queue's single active consumer) or one more idle channel per outage. So: always close, and bound the
-wait, since a link that is down never answers.
+wait, since a link that is down never answers. A close that lands while the connection is restoring the channel
+does not stick (aio-pika reopens it regardless): the connection closes such channels again once it is back.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextlib
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS
+from warren.broker.connection import CONNECTION_EXCEPTIONS, closing
 from warren.deadlines import within
 
 __all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel"]
@@ -38,5 +39,6 @@ async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_
     """Close ``channel`` even when it already reports closed; never raises for a lost link."""
     if channel is None:
         return
+    closing(channel)  # a reconnect under way may still restore it: it is closed again then (broker/connection.py)
     with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
         await within(channel.close(), timeout)

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import socket
+import weakref
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aio_pika
 import aiormq.exceptions
-from aio_pika.abc import AbstractConnection, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustConnection
 from yarl import URL
 
 from warren.broker.close_ok import answer_every_channel_close
@@ -35,6 +37,7 @@ __all__ = [
     "CONNECTION_EXCEPTIONS",
     "OPEN_EXCEPTIONS",
     "Nodes",
+    "closing",
     "connect",
     "connect_once",
     "current_node",
@@ -49,6 +52,38 @@ __all__ = [
 Nodes = str | Sequence[str]
 
 answer_every_channel_close()  # aiormq may leave a channel RabbitMQ closed "closing" for good (broker/close_ok.py)
+
+log = logging.getLogger("warren.broker")
+
+# Every channel this process has closed (broker/channels.py marks them). A robust connection that comes back
+# restores its channels, and a channel closed while that restore is under way is reopened all the same, with its
+# consumers: aio-pika's reopen clears the channel's closed state after the close has set it. A consumer nobody
+# reads would then hold its messages unacked, or stay a partition's single active consumer for good (a node-kill
+# run left a partition stuck so). So each reconnect closes again every such channel that came back open.
+_CLOSED: weakref.WeakSet[AbstractChannel] = weakref.WeakSet()
+REOPENED_CLOSE_TIMEOUT = 5.0  # seconds one such close may take
+
+
+def closing(channel: AbstractChannel) -> None:
+    """Record that ``channel`` is being closed for good: a reconnect that restores it closes it again."""
+    _CLOSED.add(channel)
+
+
+async def _close_reopened() -> int:
+    """Close every channel closed for good that a reconnect reopened; returns how many."""
+    count = 0
+    for channel in list(_CLOSED):
+        if channel.is_closed:
+            continue
+        count += 1
+        log.warning(
+            "channel %s was closed while its connection was being restored, and came back: closing it again",
+            getattr(channel, "number", "?"),
+        )
+        with contextlib.suppress(Exception):
+            await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
+    return count
+
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
 CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
@@ -142,6 +177,7 @@ class _RobustConnection(aio_pika.RobustConnection):
     async def _on_connected(self) -> None:
         await super()._on_connected()
         self._opened_once = True
+        await _close_reopened()
 
     async def connect(self, timeout: float | None = None) -> None:
         try:

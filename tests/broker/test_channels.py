@@ -1,4 +1,4 @@
-"""A channel closed while its robust connection is down stays closed when the connection comes back.
+"""A channel closed while its robust connection is down, or being restored, stays closed when it is back.
 
 The link runs through a TcpProxy; cutting it is RabbitMQ going away. A consumer on a channel that was only
 closed "if open" came back with the connection and held the queue's message unacked (checked: with
@@ -17,6 +17,8 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from tests.support.tcp_proxy import TcpProxy
 from warren.broker.channels import close_channel
+from warren.broker.connection import connect
+from warren.deadlines import within
 
 
 def _via(amqp_url: str, port: int) -> str:
@@ -41,13 +43,7 @@ async def test_a_channel_closed_while_the_link_is_down_is_not_restored(amqp_url:
             # Given a consumer on a channel of a robust connection, and a second channel that stays
             check = await direct.channel()
             queue = await check.declare_queue(queue_name, durable=True, arguments={"x-queue-type": "quorum"})
-            consuming = await connection.channel()
-            got: list[AbstractIncomingMessage] = []
-
-            async def hold(message: AbstractIncomingMessage) -> None:
-                got.append(message)  # never acked: a consumer that holds what it gets
-
-            await (await consuming.get_queue(queue_name)).consume(hold)
+            consuming, got = await _holding_consumer(connection, queue_name)
             keeper = await connection.channel()
             try:
                 # When the link is cut, the consuming channel is closed while it is down, and the link returns
@@ -70,9 +66,76 @@ async def test_a_channel_closed_while_the_link_is_down_is_not_restored(amqp_url:
                 await check.queue_delete(queue_name)
 
 
+async def _holding_consumer(
+    connection: aio_pika.abc.AbstractConnection, queue_name: str
+) -> tuple[aio_pika.abc.AbstractChannel, list[AbstractIncomingMessage]]:
+    """A channel consuming ``queue_name`` that holds what it gets, never acking; and what it got."""
+    channel = await connection.channel()
+    got: list[AbstractIncomingMessage] = []
+
+    async def hold(message: AbstractIncomingMessage) -> None:
+        got.append(message)
+
+    await (await channel.get_queue(queue_name)).consume(hold)
+    return channel, got
+
+
 async def _is_closed(channel: aio_pika.abc.AbstractChannel) -> bool:
     return channel.is_closed
 
 
 async def _is_open(channel: aio_pika.abc.AbstractChannel) -> bool:
     return not channel.is_closed
+
+
+@pytest.mark.timeout(40)
+async def test_a_channel_closed_while_its_connection_restores_it_is_closed_again(
+    amqp_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The window is a few milliseconds wide in real life (a node killed while a worker hands a partition back):
+    # the channel's reopen is held at its start here, so that the close always lands inside it.
+    live = urlsplit(amqp_url).port or 5672
+    queue_name = f"{prefix}.reopened"
+    async with TcpProxy(live) as proxy:
+        connection = await connect(_via(amqp_url, proxy.port) + "?reconnect_interval=0.2", name="test-reopened")
+        async with await aio_pika.connect(amqp_url) as direct:
+            # Given a consumer on a channel of Warren's robust connection
+            check = await direct.channel()
+            queue = await check.declare_queue(queue_name, durable=True, arguments={"x-queue-type": "quorum"})
+            consuming, got = await _holding_consumer(connection, queue_name)
+            reopening, go, restored = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            connection.reconnect_callbacks.add(lambda *_: restored.set())  # every channel restored, then this
+            reopen = consuming._open  # type: ignore[attr-defined]
+
+            async def held_reopen() -> None:
+                reopening.set()
+                await go.wait()
+                await reopen()
+
+            monkeypatch.setattr(consuming, "_open", held_reopen)
+            try:
+                # When the link is cut and comes back, and the channel is closed while the connection restores it
+                await proxy.cut()
+                await _until(lambda: _is_closed(consuming), 10)
+                await proxy.restore()
+                await within(reopening.wait(), 20)
+                await close_channel(consuming, timeout=2)
+                go.set()
+                await within(restored.wait(), 20)
+                # Then the connection closes it again once back: the queue has no consumer, and a message
+                # published now is not taken by one
+                await _until(lambda: _consumers(check, queue_name, 0), 10)
+                await _until(lambda: _is_closed(consuming), 5)
+                await check.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue_name)
+                fetched = await queue.get(timeout=5, fail=False)
+                assert fetched is not None and fetched.body == b"x" and got == []
+                await fetched.ack()
+            finally:
+                go.set()
+                await connection.close()
+                await check.queue_delete(queue_name)
+
+
+async def _consumers(channel: aio_pika.abc.AbstractChannel, queue_name: str, expected: int) -> bool:
+    declared = await channel.declare_queue(queue_name, passive=True)
+    return declared.declaration_result.consumer_count == expected
