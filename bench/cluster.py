@@ -315,19 +315,26 @@ async def kill_run(events: int = 5000, workdir: Path | None = None) -> dict[str,
                             name = f"warren-worker-{process.pid}"
                         else:
                             process = await Process(["api", "--config", str(path)], log).start(b"connected to RabbitMQ")
-                            name = "warren-api"
+                            name = f"warren-api-{process.pid}"
                         node = await node_of(api, CLUSTER, name)
                         if node is not None and node not in taken:
                             taken[node] = role
                             processes.append(process)
                             break
                         await process.stop()
+                    else:
+                        raise RuntimeError(f"no free node for the {role} after 12 starts (placed: {taken})")
                 figures["placement"] = {f"warren{node}@localhost": role for node, role in sorted(taken.items())}
                 posted: Counter[str] = Counter()
                 poster = asyncio.create_task(post_events(api_port, 0, events, 100, 0.25, posted))
                 loop = asyncio.get_running_loop()
                 started = loop.time()
                 while receiver.delivered("unordered") < events // 3:
+                    if poster.done() and poster.exception() is not None:
+                        raise RuntimeError("posting failed before the kill") from poster.exception()
+                    if loop.time() - started > 120:
+                        poster.cancel()
+                        raise RuntimeError(f"a third of the events not delivered in 120 s (posted: {dict(posted)})")
                     await asyncio.sleep(0.05)
                 await cluster_ctl("kill", str(victim))
                 killed_at = time.monotonic()

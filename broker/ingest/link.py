@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 
 import aiormq.exceptions
@@ -48,13 +49,13 @@ class BrokerLink:
         self,
         broker: BrokerSettings,
         *,
-        name: str = "warren-api",
+        name: str | None = None,
         connect_timeout: float = 5.0,
         retry_initial: float = 0.5,
         retry_cap: float = 5.0,
     ) -> None:
         self._broker = broker
-        self._name = name
+        self._name = name or f"warren-api-{os.getpid()}"  # like the worker's: tells the processes apart
         self._connect_timeout = connect_timeout
         self._retry_initial = retry_initial
         self._retry_cap = retry_cap
