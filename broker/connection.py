@@ -69,20 +69,17 @@ def closing(channel: AbstractChannel) -> None:
     _CLOSED.add(channel)
 
 
-async def _close_reopened() -> int:
-    """Close every channel closed for good that a reconnect reopened; returns how many."""
-    count = 0
+async def _close_reopened() -> None:
+    """Close every channel closed for good that a reconnect reopened."""
     for channel in list(_CLOSED):
         if channel.is_closed:
             continue
-        count += 1
         log.warning(
             "channel %s was closed while its connection was being restored, and came back: closing it again",
-            getattr(channel, "number", "?"),
+            channel.number,
         )
         with contextlib.suppress(Exception):
             await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
-    return count
 
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
