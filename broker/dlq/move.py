@@ -35,6 +35,10 @@ DEFAULT_WINDOW = 64  # publishes awaiting their confirm at once
 log = logging.getLogger("warren.dlq")
 
 FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already sent to be confirmed
+# How long a confirmed copy's DLQ ack waits for its neighbours. Longer than a worker's (2 ms): nothing waits on
+# these acks, and a confirm rate slowed by a loaded machine left 2 ms batches of about two letters each (254
+# frames for 500 letters); at 20 ms a batch holds every confirm of that time whatever the rate.
+REPLAY_ACK_DELAY = 0.02
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
 # dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
@@ -111,7 +115,7 @@ async def _move(
     # back when the channel closes is never sent, so those copies return although acked. 64 single acks at once
     # (the confirms of an interrupted replay's window) left 31 letters in the DLQ and the work queue both, on a
     # loaded machine. The batcher's close sends what waits and lets the last acks settle (SETTLE_PAUSE).
-    acks = AckBatcher()
+    acks = AckBatcher(max_delay=REPLAY_ACK_DELAY)
     for message in messages:
         acks.track(message)
 
