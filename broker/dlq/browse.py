@@ -48,6 +48,8 @@ MAX_SCAN = 65_535
 QUIET = 1.0  # seconds without a new message after which a pass asks the queue whether any are still ready
 PATIENCE = 30.0  # seconds a pass waits in all for ready messages that are slow to arrive (a busy broker)
 ARRIVAL_SETTLE = 0.05  # seconds for the callbacks of deliveries read with a declare-ok to run
+RETURN_PATIENCE = 2.0  # seconds a pass waits, after closing its channel, for what it gave back to be ready
+RETURN_POLL = 0.005  # seconds between two looks at the queue meanwhile
 
 
 @dataclass
@@ -136,6 +138,31 @@ async def hold_messages(
             await asyncio.sleep(SETTLE_PAUSE)
         # Even while the link is down: a restored channel would hold the DLQ's messages unacked for good.
         await close_channel(channel)
+    # Reached when the block ended normally: the pass is over once what it gave back is ready again.
+    await _until_given_back(connection, queue_name, sum(not message.processed for message in delivered))
+
+
+async def _until_given_back(connection: AbstractConnection, queue_name: str, returned: int) -> None:
+    """Wait (up to RETURN_PATIENCE) until the queue counts at least ``returned`` messages ready.
+
+    The close-ok of a channel does not mean its unacked messages are ready again: a quorum queue applies the
+    return a few milliseconds later [3.10.8, 4.0.5], and a pass that began in between counted none of them and
+    read nothing (the admin API's recover called twice in a row recovered nothing the second time). Messages
+    that arrive meanwhile only end the wait sooner; ones another consumer takes end it at RETURN_PATIENCE.
+    """
+    if not returned:
+        return
+    deadline = asyncio.get_running_loop().time() + RETURN_PATIENCE
+    with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+        channel = await connection.channel()
+        try:
+            while asyncio.get_running_loop().time() < deadline:
+                declared = (await existing_queue(channel, queue_name)).declaration_result
+                if (declared.message_count or 0) >= returned:
+                    return
+                await asyncio.sleep(RETURN_POLL)
+        finally:
+            await close_channel(channel)
 
 
 async def browse(
