@@ -180,6 +180,7 @@ class Fleet:
                 await self._zygote.wait()
 
 
+@pytest.mark.timeout(240)  # 31 worker processes started: 72-82 s with two whole suites at once, 120 s once
 async def test_a_worker_killed_30_times_mid_delivery_loses_nothing(
     endpoint_config: Any, receiver: Receiver, publish: Any, tmp_path: Path
 ) -> None:

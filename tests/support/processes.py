@@ -49,8 +49,12 @@ class WorkerProcess:
         log.close()
         return self
 
-    async def wait_ready(self, timeout: float = 15.0) -> None:
-        """Until the worker logs that it is consuming (or fail with its log)."""
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the worker logs that it is consuming (or fail with its log).
+
+        A backstop, not a measure of startup: with two whole suites at once on 2 cores (and coverage in every
+        child process), two workers in a row had not written their first log line after 15 s.
+        """
         deadline = asyncio.get_running_loop().time() + timeout
         while asyncio.get_running_loop().time() < deadline:
             if b"worker consuming" in self.log_path.read_bytes():
