@@ -134,9 +134,15 @@ async def wait_depth(config: WarrenConfig, queue: str, expected: int, timeout: f
     return await _wait_count(config, queue, lambda count: count == expected, timeout, 0.05)
 
 
-async def wait_depth_at_least(config: WarrenConfig, queue: str, least: int, timeout: float = 30) -> int:
-    """Wait until the queue holds at least ``least`` ready messages (looked at every 5 ms); return the count."""
-    return await _wait_count(config, queue, lambda count: count >= least, timeout, 0.005)
+async def wait_depth_at_least(config: WarrenConfig, queue: str, least: int, timeout: float = 60) -> int:
+    """Wait until the queue holds at least ``least`` ready messages (looked at every 5 ms); return the count.
+
+    A precondition, so it fails when not met (it returned the short count, and a loaded run then failed later
+    with a misleading figure: a CLI replay had moved 71 of the 300 awaited in 30 s, with two suites at once).
+    """
+    count = await _wait_count(config, queue, lambda count: count >= least, timeout, 0.005)
+    assert count >= least, f"{queue} held {count} ready messages after {timeout:g} s, not the {least} awaited"
+    return count
 
 
 def dlq_name(config: WarrenConfig, endpoint: str) -> str:
