@@ -39,6 +39,7 @@ from warren.broker.confirm import existing_queue
 from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
+from warren.broker.queue_probe import QueueProbe
 from warren.deadlines import within
 
 __all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages", "holds_enough"]
@@ -153,16 +154,17 @@ async def _until_given_back(connection: AbstractConnection, queue_name: str, ret
     if not returned:
         return
     deadline = asyncio.get_running_loop().time() + RETURN_PATIENCE
+    # QueueProbe asks the broker each time: a robust channel answers a repeated passive declare from its cache.
+    probe = QueueProbe(connection)
     with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-        channel = await connection.channel()
         try:
             while asyncio.get_running_loop().time() < deadline:
-                declared = (await existing_queue(channel, queue_name)).declaration_result
-                if (declared.message_count or 0) >= returned:
+                depth = await probe.depth(queue_name)
+                if depth is None or depth.ready >= returned:
                     return
                 await asyncio.sleep(RETURN_POLL)
         finally:
-            await close_channel(channel)
+            await probe.close()
 
 
 async def browse(
