@@ -116,7 +116,10 @@ async def hold_messages(
                 except TimeoutError:
                     # A pause is not the end: on a busy broker deliveries can stall for seconds. The pass ends
                     # early only when nothing is ready any more (someone else took messages), or at PATIENCE.
-                    declared = (await existing_queue(channel, queue_name)).declaration_result
+                    # The raw channel: a robust one answers a repeated passive declare from its cache, with the
+                    # first count, so a pass whose messages another consumer took waited PATIENCE.
+                    raw = await channel.get_underlay_channel()
+                    declared = await raw.queue_declare(queue_name, passive=True)
                     # Nor is nothing ready the end while this pass is the queue's only consumer: what is neither
                     # ready nor here is on its way here (a loaded broker hands messages over before it sends
                     # them; a process that stalled longer than QUIET has not read them yet). Only another

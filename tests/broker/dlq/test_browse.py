@@ -62,3 +62,53 @@ async def test_a_pass_that_stalls_longer_than_its_quiet_time_still_holds_every_m
         await check.queue_delete(queue.name)
     finally:
         await connection.close()
+
+
+async def test_a_pass_on_a_robust_connection_ends_when_another_consumer_took_what_it_waits_for(
+    amqp_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = await aio_pika.connect_robust(amqp_url)  # what the admin API's recover holds
+    other = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(f"{prefix}.taken", durable=True, arguments={"x-queue-type": "quorum"})
+        for i in range(6):
+            await channel.default_exchange.publish(aio_pika.Message(str(i).encode()), routing_key=queue.name)
+        # Given another consumer that takes two of the messages just after the pass counted six ready
+        taken: list[aio_pika.abc.AbstractIncomingMessage] = []
+        got_two = asyncio.Event()
+        real_existing_queue = browse.existing_queue
+
+        async def counted_then_taken(on: Any, name: str) -> Any:
+            counted = await real_existing_queue(on, name)
+            if not taken:
+                competitor = await other.channel()
+                await competitor.set_qos(prefetch_count=2)
+
+                async def take(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+                    taken.append(message)
+                    if len(taken) == 2:
+                        got_two.set()
+
+                await (await competitor.get_queue(name)).consume(take)
+                await asyncio.wait_for(got_two.wait(), 10)
+            return counted
+
+        monkeypatch.setattr(browse, "existing_queue", counted_then_taken)
+        # When the queue is held
+        started = time.monotonic()
+        async with hold_messages(connection, queue.name) as held:
+            took = time.monotonic() - started
+            # Then the pass holds the four left and ends at its first quiet look, which counts none ready and two
+            # consumers (a robust channel's cached declare counted six ready for good: it waited PATIENCE, 30 s)
+            assert held.depth == 6
+            assert [m.body for m in held.messages] == [str(i).encode() for i in range(2, 6)]
+        assert QUIET < took < QUIET + 3, took
+    finally:
+        await other.close()
+        await connection.close()
+    cleanup = await aio_pika.connect(amqp_url)
+    try:
+        await (await cleanup.channel()).queue_delete(f"{prefix}.taken")
+    finally:
+        await cleanup.close()
