@@ -254,5 +254,6 @@ class Inbox:
             except Exception as exc:  # a failed purge must not stop consumption; the next round tries again
                 log.warning("inbox purge failed: %s", exc)
                 continue
+            self.stats["purged"] += deleted
             if deleted:
                 log.info("inbox purge: %d expired ids deleted", deleted)

@@ -243,13 +243,14 @@ async def test_the_periodic_purge_forgets_expired_ids(
             assert await rig.post("shop", {"id": event_id}) == 202
         await rig.wait_for(lambda: rig.inbox.stats["applied"] == 5)
         applied_at = time.monotonic()  # ... and no later than this (seen late on a loaded machine)
-        assert await remembered_ids(rig.store) == 5
         # Then, without anyone asking, every id is gone once expired and one purge round later (5 ids, batches
         # of 2: one round deletes them all)
         while (left := await remembered_ids(rig.store)) and time.monotonic() - applied_at < 5:
             await asyncio.sleep(0.02)
         forgotten = time.monotonic()
-        assert left == 0
+        # (all 5 were recorded, and deleted by the purge: the first may go before the last is applied, when posting
+        # takes longer than the retention, as on a loaded machine; counting them then read 2 of 5)
+        assert left == 0 and rig.inbox.stats["purged"] == 5
         # Not before the last id expired (counted from its earliest possible record), and within a purge round
         # and some slack of its latest.
         assert forgotten - last_posted >= retention - 0.05, forgotten - last_posted
