@@ -108,6 +108,7 @@ class Worker:
             attempt_log=self._attempt_log_figures if self.recorder is not None else None,
         )
         self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
+        log.info("worker connected")  # the startup's steps are logged, so a start that does not end shows where
         if self.recorder is not None:
             await self.recorder.start(self.connection)
         delivery = self.config.delivery
@@ -127,6 +128,7 @@ class Worker:
         # Endpoint health: read the fleet's state before consuming; it pauses the endpoints held.
         self.health = HealthControl(self.config, self.runners, self.hooks, worker=f"{self.name}-{os.getpid()}")
         await self.health.start()
+        log.info("endpoint states read")
         for runner in self.runners.values():
             if runner.ordered and self.spread_partitions:
                 # Partitions are consumed as they are claimed, so that several workers share them.
