@@ -47,13 +47,20 @@ def endpoints(count: int) -> list[dict[str, Any]]:
     return [{"name": f"e{i}", "url": "http://127.0.0.1:9/x", "events": ["a.b"]} for i in range(count)]
 
 
-def overflowing(nodes: list[NodeHandles], fixed: int) -> int | None:
+# Endpoints (two quorum queues, six handles each) kept between a test's figures and the boundary it checks on a
+# shared node: the node's socket count is a sample the management plugin refreshes every 5 s, so connections the
+# previous test closed may count at the test's read and not at setup's (one endpoint past the room was accepted
+# once, on a loaded run). The exact boundary is the pure tests' to check.
+STALE_MARGIN = 10
+
+
+def overflowing(nodes: list[NodeHandles], fixed: int, margin: int = 0) -> int | None:
     """The fewest endpoints that go past the room of the tightest node, beside the plan's ``fixed`` quorum queues
-    (delay levels); None when no node has a file-handle cache (4.x)."""
+    (delay levels), plus ``margin``; None when no node has a file-handle cache (4.x)."""
     fits = quorum_room(nodes)
     if fits is None:
         return None
-    return max(1, (fits - fixed) // 2 + 1)
+    return max(1, (fits - fixed) // 2 + 1 + margin)
 
 
 def fixed_quorum_queues(config: WarrenConfig) -> int:
@@ -133,16 +140,18 @@ async def test_live_apply_refuses_what_the_node_cannot_hold_and_declares_nothing
         # RabbitMQ 4.x: nothing to refuse, however many queues
         assert await problems_adding(management, [f"{prefix}.q{i}" for i in range(5000)]) == []
         return
-    # Given the node's room: that many new quorum queues pass, one more is refused, and queues the vhost
-    # already holds are not new
+    # Given the node's room: fewer new quorum queues pass, more are refused (STALE_MARGIN either side), and
+    # queues the vhost already holds are not new
     config = make_config([], **SECTIONS)
     await apply_setup(config)  # the delay chain's quorum queues exist now
     held = [q.name for q in plan_topology(config).queues if q.arguments["x-queue-type"] == "quorum"]
     room = quorum_room(await read_nodes(management))
     assert room is not None and held
-    new = [f"{prefix}.new{i}" for i in range(room)]
+    quorum_margin = 2 * STALE_MARGIN
+    new = [f"{prefix}.new{i}" for i in range(max(0, room - quorum_margin))]
     assert await problems_adding(management, new + held) == []
-    (problem,) = await problems_adding(management, [*new, f"{prefix}.one-more"])
+    more = [f"{prefix}.more{i}" for i in range(2 * quorum_margin + 1)]
+    (problem,) = await problems_adding(management, new + more)
     assert "cannot hold" in problem and "open-files limit" in problem
     # When an endpoint needs more than the room (its partitions and dead letters; possible only where the room
     # is under 256 partitions, such as Debian's default of 1,024 open files)
@@ -163,7 +172,8 @@ async def test_live_apply_refuses_what_the_node_cannot_hold_and_declares_nothing
 async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
     make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
 ) -> None:
-    count = overflowing(await read_nodes(management), fixed_quorum_queues(make_config([], **SECTIONS)))
+    fixed = fixed_quorum_queues(make_config([], **SECTIONS))
+    count = overflowing(await read_nodes(management), fixed, STALE_MARGIN)
     if count is None:
         # RabbitMQ 4.x: nothing to refuse; a dry run of thousands of endpoints passes the check
         report = await apply_setup(make_config(endpoints(3000), **SECTIONS), dry_run=True)
@@ -178,9 +188,9 @@ async def test_setup_refuses_what_the_node_cannot_hold_and_declares_nothing(
     # The override only skips the check: a dry run with it passes
     report = await apply_setup(config, dry_run=True, check_capacity=False)
     assert report.ok and len(report.to_create) > 2 * count
-    # A few endpoints fewer pass the check (a few: connections other tests are closing still count against the
-    # node's handles for a moment, and one endpoint fewer failed once on CI with 11 connections on the node)
-    fewer = await apply_setup(make_config(endpoints(count - 5), **SECTIONS), dry_run=True)
+    # Fewer endpoints than the room pass the check (the margin again: connections other tests are closing still
+    # count against the node's handles for a moment; one endpoint fewer failed once on CI with 11 connections)
+    fewer = await apply_setup(make_config(endpoints(count - 2 * STALE_MARGIN - 1), **SECTIONS), dry_run=True)
     assert fewer.ok and not fewer.capacity_problems
 
 
