@@ -55,31 +55,38 @@ answer_every_channel_close()  # aiormq may leave a channel RabbitMQ closed "clos
 
 log = logging.getLogger("warren.broker")
 
-# Every channel this process has closed (broker/channels.py marks them). A robust connection that comes back
-# restores its channels, and a channel closed while that restore is under way is reopened all the same, with its
-# consumers: aio-pika's reopen clears the channel's closed state after the close has set it. A consumer nobody
-# reads would then hold its messages unacked, or stay a partition's single active consumer for good (a node-kill
-# run left a partition stuck so). So each reconnect closes again every such channel that came back open.
+# A robust channel is reopened, with its consumers, when its connection comes back and when RabbitMQ closed that
+# one channel (a channel error), and a close that lands while that reopen is under way does not stick: aio-pika's
+# reopen clears the channel's closed state after the close has set it. A consumer nobody reads would then hold
+# its messages unacked, or stay a partition's single active consumer for good (a node-kill run left a partition
+# stuck so). So a channel closed for good (broker/channels.py marks it) is closed again whenever a reopen of it
+# ends: aio-pika runs the channel's ``reopen_callbacks`` at the end of every reopen, on either path.
 _CLOSED: weakref.WeakSet[AbstractChannel] = weakref.WeakSet()
+_CLOSING_AGAIN: set[asyncio.Task[None]] = set()
 REOPENED_CLOSE_TIMEOUT = 5.0  # seconds one such close may take
 
 
 def closing(channel: AbstractChannel) -> None:
-    """Record that ``channel`` is being closed for good: a reconnect that restores it closes it again."""
+    """Record that ``channel`` is being closed for good: a reopen that restores it closes it again."""
+    if channel in _CLOSED:
+        return
     _CLOSED.add(channel)
+    callbacks = getattr(channel, "reopen_callbacks", None)  # robust channels only: others are never reopened
+    if callbacks is not None:
+        callbacks.add(_reopened)
 
 
-async def _close_reopened() -> None:
-    """Close every channel closed for good that a reconnect reopened."""
-    for channel in list(_CLOSED):
-        if channel.is_closed:
-            continue
-        log.warning(
-            "channel %s was closed while its connection was being restored, and came back: closing it again",
-            channel.number,
-        )
-        with contextlib.suppress(Exception):
-            await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
+def _reopened(channel: AbstractChannel) -> None:
+    # Inside the reopen (under the channel's restore lock): the close runs as a task of its own once it is over.
+    log.warning("channel %s was closed while it was being reopened, and came back: closing it again", channel.number)
+    task = asyncio.get_running_loop().create_task(_close_again(channel), name="warren-close-reopened")
+    _CLOSING_AGAIN.add(task)
+    task.add_done_callback(_CLOSING_AGAIN.discard)
+
+
+async def _close_again(channel: AbstractChannel) -> None:
+    with contextlib.suppress(Exception):
+        await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
 
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
@@ -174,7 +181,6 @@ class _RobustConnection(aio_pika.RobustConnection):
     async def _on_connected(self) -> None:
         await super()._on_connected()
         self._opened_once = True
-        await _close_reopened()
 
     async def connect(self, timeout: float | None = None) -> None:
         try:

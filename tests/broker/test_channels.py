@@ -138,3 +138,49 @@ async def test_a_channel_closed_while_its_connection_restores_it_is_closed_again
 async def _consumers(channel: aio_pika.abc.AbstractChannel, queue_name: str, expected: int) -> bool:
     declared = await channel.declare_queue(queue_name, passive=True)
     return declared.declaration_result.consumer_count == expected
+
+
+@pytest.mark.timeout(40)
+async def test_a_channel_closed_while_it_is_reopened_after_a_channel_error_is_closed_again(
+    amqp_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A channel error (not a lost link) makes aio-pika reopen that one channel, with no reconnect: a close that
+    # lands inside that reopen does not stick either (the reopen is held at its start, as above).
+    queue_name = f"{prefix}.channel-error"
+    connection = await connect(amqp_url, name="test-channel-error")
+    async with await aio_pika.connect(amqp_url) as direct:
+        # Given a consumer on a channel of Warren's robust connection
+        check = await direct.channel()
+        queue = await check.declare_queue(queue_name, durable=True, arguments={"x-queue-type": "quorum"})
+        consuming, got = await _holding_consumer(connection, queue_name)
+        reopening, go, reopened = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        reopen = consuming._open  # type: ignore[attr-defined]
+
+        async def held_reopen() -> None:
+            reopening.set()
+            await go.wait()
+            await reopen()  # the channel is open again here, with its consumer
+            reopened.set()
+
+        monkeypatch.setattr(consuming, "_open", held_reopen)
+        try:
+            # When RabbitMQ closes the channel (an ack of an unknown delivery tag: 406), and the channel is
+            # closed while aio-pika reopens it
+            raw = await consuming.get_underlay_channel()
+            await raw.basic_ack(999_999)
+            await within(reopening.wait(), 20)
+            await close_channel(consuming, timeout=2)
+            go.set()
+            await within(reopened.wait(), 10)
+            # Then it is closed again once reopened: the queue has no consumer, and a message published now is not
+            # taken by one
+            await _until(lambda: _consumers(check, queue_name, 0), 10)
+            await _until(lambda: _is_closed(consuming), 5)
+            await check.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue_name)
+            fetched = await queue.get(timeout=5, fail=False)
+            assert fetched is not None and fetched.body == b"x" and got == []
+            await fetched.ack()
+        finally:
+            go.set()
+            await connection.close()
+            await check.queue_delete(queue_name)
