@@ -10,6 +10,7 @@ import aiormq.abc
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.channels import close_channel
 from warren.broker.drift import ObjectCheck
 from warren.topology.errors import TopologyError
 from warren.topology.plan import Binding, Exchange, Plan, Queue
@@ -107,8 +108,7 @@ async def declare_plan(
                 raise failed.exceptions[0]  # noqa: B904 - its own cause is the broker's refusal
     finally:
         for channel in opened:
-            if not channel.is_closed:
-                await channel.close()
+            await close_channel(channel)
 
 
 def to_create(plan: Plan, checks: Sequence[ObjectCheck]) -> Plan:

@@ -34,6 +34,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 from warren.broker import wire
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
+from warren.broker.channels import close_channel
 from warren.broker.confirm import missing, publish_confirmed
 from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import EndpointRecord
@@ -161,7 +162,7 @@ async def _announce(connection: AbstractConnection, prefix: str, record: Endpoin
         await publish_confirmed(exchange, record.to_message(), "", what=f"the record of endpoint {record.endpoint}")
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
 
 
 async def _checked_subscriptions(settings: WarrenConfig, endpoint: Endpoint, plan: Plan) -> list[tuple[str, str]]:
@@ -276,7 +277,7 @@ async def _relayout(
         raise TopologyError(f"RabbitMQ refused to re-lay endpoint {endpoint.name!r}: {exc}") from exc
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
 
 
 async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tuple[str, str]]) -> None:
@@ -287,7 +288,7 @@ async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tup
             await raw.exchange_unbind(destination=exchange, source=source, routing_key=key)
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
 
 
 async def remove_endpoint(
@@ -325,7 +326,7 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
         await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
     ordered = any(not q.endswith(".q") for q in layout.consumed)
     await _retire(connection, settings, name, list(layout.consumed), force=force)
     await _dead_letters_after(connection, prefix, name, ordered=ordered)
@@ -397,7 +398,7 @@ async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
         return True
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
 
 
 async def _redirect_late_retries(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> None:
@@ -416,7 +417,7 @@ async def _redirect_late_retries(connection: AbstractConnection, prefix: str, en
         raise TopologyError(f"endpoint {endpoint!r}: late retries of {queue} not redirected to its DLQ: {exc}") from exc
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
 
 
 async def _move_to_dlq(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> int:
@@ -435,7 +436,7 @@ async def _move_to_dlq(connection: AbstractConnection, prefix: str, endpoint: st
             moved += 1
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
     if moved:
         log.warning("endpoint %s removed with force: %d message(s) of %s moved to its DLQ", endpoint, moved, queue)
     return moved

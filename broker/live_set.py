@@ -12,6 +12,7 @@ import logging
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.channels import close_channel
 from warren.broker.connection import connect_once
 from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endpoint
 from warren.broker.stream_read import read_to_end
@@ -54,7 +55,7 @@ async def announced_endpoints(connection: AbstractConnection, prefix: str) -> di
         records = await read_to_end(connection, channel, stream, decode_record)
     finally:
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
     live: dict[str, Endpoint] = {}
     for name, record in latest_per_endpoint(records).items():
         if record.action != APPLY:

@@ -16,6 +16,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 from aiormq.abc import AbstractChannel
 
+from warren.broker.channels import close_channel
 from warren.broker.drift import Leftover
 
 __all__ = ["Action", "LeftoverOutcome", "preview", "prune"]
@@ -81,8 +82,7 @@ async def _on_fresh_channel(connection: AbstractConnection, operation: Callable[
         raw: AbstractChannel = await channel.get_underlay_channel()
         return await operation(raw)
     finally:
-        if not channel.is_closed:
-            await channel.close()
+        await close_channel(channel)
 
 
 async def prune(

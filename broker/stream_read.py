@@ -16,6 +16,7 @@ from typing import Generic, TypeVar
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
+from warren.broker.channels import close_channel
 from warren.deadlines import within
 from warren.topology.errors import BrokerUnavailable
 
@@ -67,7 +68,7 @@ async def read_to_end(
     finally:
         await read.stop()
         with contextlib.suppress(Exception):
-            await channel.close()
+            await close_channel(channel)
     return read.records
 
 

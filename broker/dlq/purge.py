@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.channels import close_channel
 from warren.broker.confirm import existing_queue
-from warren.broker.connection import CONNECTION_EXCEPTIONS
 from warren.topology import names
 
 __all__ = ["purge_dlq"]
@@ -26,6 +23,4 @@ async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) 
         result = await queue.purge()
         return int(result.message_count or 0)
     finally:
-        if not channel.is_closed:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await channel.close()
+        await close_channel(channel)

@@ -23,6 +23,7 @@ from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker import wire
+from warren.broker.channels import close_channel
 from warren.broker.confirm import existing_queue
 from warren.broker.confirm_channel import ConfirmChannel
 from warren.broker.connection import connect
@@ -139,7 +140,7 @@ class Inbox:
                 await self._purger
         for channel in self._channels:
             with contextlib.suppress(Exception):
-                await channel.close()
+                await close_channel(channel)
         if self._publish_channel is not None:
             await self._publish_channel.close()
         self._channels.clear()
