@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -107,9 +109,14 @@ class EndpointStore:
         return found
 
     async def _ensure_tenant(self, session: AsyncSession, tenant: str | None) -> None:
-        if tenant is not None and await session.get(TenantRow, tenant) is None:
-            session.add(TenantRow(name=tenant, created_at=self._clock()))
-            await session.flush()
+        """Add ``tenant`` if it is missing. An insert that skips a row already there: requests for a new tenant
+        come concurrently, and a look-then-add let all but one fail on the tenant's key (NameTaken on create,
+        a 500 on update)."""
+        if tenant is None:
+            return
+        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
+        row = {"name": tenant, "created_at": self._clock()}
+        await session.execute(insert(TenantRow).values(**row).on_conflict_do_nothing(index_elements=["name"]))
 
     async def get(self, name: str) -> StoredEndpoint | None:
         async with self._session() as session:

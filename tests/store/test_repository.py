@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -163,3 +164,24 @@ async def test_the_files_endpoints_are_reconciled_and_never_overwrite_api_ones(s
     assert (again.added, again.updated, again.removed) == ([], [], [])
     async with store.engine.connect() as connection:
         assert (await connection.execute(text("select count(*) from warren_endpoint_secrets"))).scalar_one() == 1
+
+
+async def test_endpoints_of_a_new_tenant_created_or_moved_at_once_are_all_stored(store: EndpointStore) -> None:
+    # Given eight endpoints of one tenant that does not exist yet, created at the same time (the admin API takes
+    # requests concurrently)
+    secrets = [new_signing_secret() for _ in range(8)]
+    created = await asyncio.gather(
+        *(store.create(endpoint(f"t-{i}", s), tenant="newco", secret=s) for i, s in enumerate(secrets)),
+        return_exceptions=True,
+    )
+    # Then every one is stored (each create added the tenant if it was missing: all but one found it missing
+    # and the others' inserts failed the tenant's key, reported as "endpoint exists already")
+    assert [r for r in created if isinstance(r, BaseException)] == []
+    assert [e.name for e in await store.list_endpoints(tenant="newco")] == [f"t-{i}" for i in range(8)]
+    # And moved to another new tenant at the same time, every one is moved (that failed with a 500)
+    moved = await asyncio.gather(
+        *(store.update(endpoint(f"t-{i}", s), tenant="otherco") for i, s in enumerate(secrets)), return_exceptions=True
+    )
+    assert [r for r in moved if isinstance(r, BaseException)] == []
+    assert len(await store.list_endpoints(tenant="otherco")) == 8
+    assert await store.tenants() == ["newco", "otherco"]
