@@ -10,6 +10,7 @@ change through here as through ``warren endpoint pause``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -107,6 +108,23 @@ class EndpointService:
         self.link = AdminLink(config.broker)
         self.applier: EndpointApplier = applier or LiveApplier(self.link)
         self._session: aiohttp.ClientSession | None = None
+        self._changes: dict[str, tuple[asyncio.Lock, int]] = {}  # endpoint -> its lock, and who holds or awaits it
+
+    @contextlib.asynccontextmanager
+    async def _changing(self, name: str) -> AsyncIterator[None]:
+        """One change to endpoint ``name`` at a time: each applies to RabbitMQ, then writes the store, and two
+        at once could leave workers on the one the store did not keep (the later apply, the earlier write)."""
+        lock, users = self._changes.get(name, (asyncio.Lock(), 0))
+        self._changes[name] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._changes[name]
+            if users == 1:
+                del self._changes[name]
+            else:
+                self._changes[name] = (lock, users - 1)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -226,79 +244,83 @@ class EndpointService:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
         endpoint = self._endpoint({**data, "secret": secret, "tenant": tenant})
-        existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
-        if (existing is not None and existing.file_managed) or any(
-            e.name == endpoint.name for e in self.config.endpoints
-        ):
-            raise _file_managed(endpoint.name)
-        if existing is not None:
-            raise ApiError(409, ENDPOINT_EXISTS, f"endpoint {endpoint.name!r} exists already")
-        await self._apply(endpoint)
-        try:
-            stored = await self._guarded(self.store.create(endpoint, tenant=tenant, secret=secret))
-        except NameTaken as exc:
-            raise ApiError(409, ENDPOINT_EXISTS, str(exc)) from None
-        return stored, secret
+        async with self._changing(endpoint.name):
+            existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
+            if (existing is not None and existing.file_managed) or any(
+                e.name == endpoint.name for e in self.config.endpoints
+            ):
+                raise _file_managed(endpoint.name)
+            if existing is not None:
+                raise ApiError(409, ENDPOINT_EXISTS, f"endpoint {endpoint.name!r} exists already")
+            await self._apply(endpoint)
+            try:
+                stored = await self._guarded(self.store.create(endpoint, tenant=tenant, secret=secret))
+            except NameTaken as exc:
+                raise ApiError(409, ENDPOINT_EXISTS, str(exc)) from None
+            return stored, secret
 
     async def update(self, name: str, changes: dict[str, Any], *, tenant: str | bool | None = False) -> StoredEndpoint:
         """Change the fields in ``changes``; ``tenant`` False keeps it. Re-applied before it is stored."""
-        stored = await self.get(name)
-        if stored.file_managed:
-            raise _file_managed(name)
-        current = await self.served(stored)
-        data = current.model_dump(exclude_unset=True, exclude={"secret", "tenant"})
-        for key, value in changes.items():  # None: back to the default (a required field is then a 422)
-            if value is None:
-                data.pop(key, None)
-            else:
-                data[key] = value
-        data["secret"] = current.secret
-        new_tenant = stored.tenant if tenant is False else tenant
-        data["tenant"] = new_tenant
-        endpoint = self._endpoint(data)
-        await self._apply(endpoint)
-        updated: StoredEndpoint | None = await self._guarded(
-            self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
-        )
-        if updated is None:
-            raise _not_found(name)
-        return updated
+        async with self._changing(name):
+            stored = await self.get(name)
+            if stored.file_managed:
+                raise _file_managed(name)
+            current = await self.served(stored)
+            data = current.model_dump(exclude_unset=True, exclude={"secret", "tenant"})
+            for key, value in changes.items():  # None: back to the default (a required field is then a 422)
+                if value is None:
+                    data.pop(key, None)
+                else:
+                    data[key] = value
+            data["secret"] = current.secret
+            new_tenant = stored.tenant if tenant is False else tenant
+            data["tenant"] = new_tenant
+            endpoint = self._endpoint(data)
+            await self._apply(endpoint)
+            updated: StoredEndpoint | None = await self._guarded(
+                self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
+            )
+            if updated is None:
+                raise _not_found(name)
+            return updated
 
     async def delete(self, name: str, *, force: bool = False) -> None:
         """Stop delivery and remove the endpoint (its queues only when empty, unless ``force``)."""
-        stored = await self.get(name)
-        if stored.file_managed:
-            raise _file_managed(name)
-        try:
-            await self.applier.remove_endpoint(self._settings(await self.served(stored)), name, force=force)
-        except BrokerUnavailable as exc:
-            raise ApiError(503, BROKER_UNAVAILABLE, f"not removed: {exc}") from exc
-        except WarrenError as exc:
-            raise ApiError(409, REFUSED, f"not removed: {exc}") from exc
-        await self._guarded(self.store.delete(name))
+        async with self._changing(name):
+            stored = await self.get(name)
+            if stored.file_managed:
+                raise _file_managed(name)
+            try:
+                await self.applier.remove_endpoint(self._settings(await self.served(stored)), name, force=force)
+            except BrokerUnavailable as exc:
+                raise ApiError(503, BROKER_UNAVAILABLE, f"not removed: {exc}") from exc
+            except WarrenError as exc:
+                raise ApiError(409, REFUSED, f"not removed: {exc}") from exc
+            await self._guarded(self.store.delete(name))
 
     async def rotate(
         self, name: str, *, secret: str | None = None, grace: float | None = None
     ) -> tuple[StoredEndpoint, str]:
         """A new signing secret; the current ones keep signing for ``grace`` seconds (store.secret_grace)."""
-        stored = await self.get(name)
-        if stored.file_managed:
-            raise _file_managed(name)
-        text = secret or new_signing_secret()
-        current = await self.served(stored)
-        keep = self.config.store.secret_grace if grace is None else grace
-        # Workers sign with the new secret and every current one from the apply on; the store follows.
-        endpoint = self._endpoint(
-            {
-                **current.model_dump(exclude_unset=True, exclude={"secret"}),
-                "secret": [text, *(s.reveal() for s in current.secret)] if keep > 0 else [text],
-            }
-        )
-        await self._apply(endpoint)
-        rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep))
-        if rotated is None:
-            raise _not_found(name)
-        return rotated, text
+        async with self._changing(name):
+            stored = await self.get(name)
+            if stored.file_managed:
+                raise _file_managed(name)
+            text = secret or new_signing_secret()
+            current = await self.served(stored)
+            keep = self.config.store.secret_grace if grace is None else grace
+            # Workers sign with the new secret and every current one from the apply on; the store follows.
+            endpoint = self._endpoint(
+                {
+                    **current.model_dump(exclude_unset=True, exclude={"secret"}),
+                    "secret": [text, *(s.reveal() for s in current.secret)] if keep > 0 else [text],
+                }
+            )
+            await self._apply(endpoint)
+            rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep))
+            if rotated is None:
+                raise _not_found(name)
+            return rotated, text
 
     async def reveal(self, name: str) -> list[RevealedSecret]:
         stored = await self.get(name)
@@ -313,11 +335,12 @@ class EndpointService:
         """Re-apply every endpoint whose rotated-out secret expired, so workers stop signing with it."""
         done = []
         for name in await self._guarded(self.store.expired()):
-            stored = await self._guarded(self.store.get(name))
-            if stored is None or stored.file_managed:
-                continue
-            await self._apply(await self.served(stored))
-            await self._guarded(self.store.drop_expired(name))
+            async with self._changing(name):
+                stored = await self._guarded(self.store.get(name))
+                if stored is None or stored.file_managed:
+                    continue
+                await self._apply(await self.served(stored))
+                await self._guarded(self.store.drop_expired(name))
             done.append(name)
         return done
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,10 +27,13 @@ class StandInApplier:
     applied: list[Endpoint] = field(default_factory=list)
     removed: list[tuple[str, bool]] = field(default_factory=list)
     holding: set[str] = field(default_factory=set)
+    pauses: list[float] = field(default_factory=list)  # seconds the next applies take to return, once applied
 
     async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint, *, connection: object = None) -> None:
         assert settings.endpoint(endpoint.name) == endpoint
         self.applied.append(endpoint)
+        if self.pauses:
+            await asyncio.sleep(self.pauses.pop(0))
 
     async def remove_endpoint(
         self, settings: WarrenConfig, name: str, *, force: bool, connection: object = None

@@ -119,6 +119,29 @@ async def test_update_reapplies_and_keeps_the_secret(start_admin: Start) -> None
     assert (missing.status, missing.body["error"]) == (404, "not_found")
 
 
+async def test_changes_to_one_endpoint_at_once_leave_the_workers_on_what_the_store_keeps(start_admin: Start) -> None:
+    admin = await start_admin()
+    created = await admin.call("POST", "/v1/endpoints", spec("acme"))
+    assert created.status == 201, created.body
+    # Given an apply that returns late the first time (the store is written after the apply returns)
+    admin.applier.pauses = [0.3]
+    # When two changes of the endpoint come at once, and then two rotations
+    changes = await asyncio.gather(
+        *(admin.call("PATCH", "/v1/endpoints/acme", {"url": f"http://127.0.0.1:9/{n}"}) for n in ("a", "b"))
+    )
+    assert [c.status for c in changes] == [200, 200], [c.body for c in changes]
+    # Then the workers were told last what the store keeps (with both at once, the later apply was the earlier
+    # write: the store kept one URL and the workers served the other)
+    stored = await admin.call("GET", "/v1/endpoints/acme")
+    assert admin.applier.applied[-1].url == stored.body["url"] and stored.body["version"] == 3
+    admin.applier.pauses = [0.3]
+    rotations = await asyncio.gather(*(admin.call("POST", "/v1/endpoints/acme/rotate-secret", {}) for _ in "ab"))
+    assert [r.status for r in rotations] == [200, 200], [r.body for r in rotations]
+    revealed = await admin.call("GET", "/v1/endpoints/acme/secret")
+    signing = sorted(s["secret"] for s in revealed.body["secrets"])
+    assert sorted(s.reveal() for s in admin.applier.applied[-1].secret) == signing and len(signing) == 3
+
+
 async def test_rotation_signs_with_both_secrets_until_the_grace_period_ends(start_admin: Start) -> None:
     # Given an endpoint with its first secret
     admin = await start_admin()
