@@ -103,7 +103,7 @@ async def test_a_pass_on_a_robust_connection_ends_when_another_consumer_took_wha
             # consumers (a robust channel's cached declare counted six ready for good: it waited PATIENCE, 30 s)
             assert held.depth == 6
             assert [m.body for m in held.messages] == [str(i).encode() for i in range(2, 6)]
-        assert QUIET < took < QUIET + 3, took
+        assert QUIET < took < QUIET + 10, took  # (the competitor's start is inside it: seconds on a loaded machine)
     finally:
         await other.close()
         await connection.close()
