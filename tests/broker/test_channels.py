@@ -102,37 +102,55 @@ async def test_a_channel_closed_while_its_connection_restores_it_is_closed_again
             check = await direct.channel()
             queue = await check.declare_queue(queue_name, durable=True, arguments={"x-queue-type": "quorum"})
             consuming, got = await _holding_consumer(connection, queue_name)
-            reopening, go, restored = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            restored = asyncio.Event()
             connection.reconnect_callbacks.add(lambda *_: restored.set())  # every channel restored, then this
-            reopen = consuming._open  # type: ignore[attr-defined]
-
-            async def held_reopen() -> None:
-                reopening.set()
-                await go.wait()
-                await reopen()
-
-            monkeypatch.setattr(consuming, "_open", held_reopen)
+            held = _HeldReopen(consuming, monkeypatch)
             try:
                 # When the link is cut and comes back, and the channel is closed while the connection restores it
                 await proxy.cut()
                 await _until(lambda: _is_closed(consuming), 10)
                 await proxy.restore()
-                await within(reopening.wait(), 20)
+                await within(held.reopening.wait(), 20)
                 await close_channel(consuming, timeout=2)
-                go.set()
+                held.go.set()
                 await within(restored.wait(), 20)
                 # Then the connection closes it again once back: the queue has no consumer, and a message
                 # published now is not taken by one
-                await _until(lambda: _consumers(check, queue_name, 0), 10)
-                await _until(lambda: _is_closed(consuming), 5)
-                await check.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue_name)
-                fetched = await queue.get(timeout=5, fail=False)
-                assert fetched is not None and fetched.body == b"x" and got == []
-                await fetched.ack()
+                await _assert_stays_closed(consuming, got, check, queue)
             finally:
-                go.set()
+                held.go.set()
                 await connection.close()
                 await check.queue_delete(queue_name)
+
+
+class _HeldReopen:
+    """Holds ``channel``'s reopen at its start until ``go`` is set: a close then always lands inside it."""
+
+    def __init__(self, channel: aio_pika.abc.AbstractChannel, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reopening, self.go, self.reopened = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self._reopen = channel._open  # type: ignore[attr-defined]
+        monkeypatch.setattr(channel, "_open", self._held)
+
+    async def _held(self) -> None:
+        self.reopening.set()
+        await self.go.wait()
+        await self._reopen()  # the channel is open again here, with its consumer
+        self.reopened.set()
+
+
+async def _assert_stays_closed(
+    consuming: aio_pika.abc.AbstractChannel,
+    got: list[AbstractIncomingMessage],
+    check: aio_pika.abc.AbstractChannel,
+    queue: aio_pika.abc.AbstractQueue,
+) -> None:
+    """``consuming`` ends closed, ``queue`` has no consumer, and a message published now is not taken by one."""
+    await _until(lambda: _consumers(check, queue.name, 0), 10)
+    await _until(lambda: _is_closed(consuming), 5)
+    await check.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue.name)
+    fetched = await queue.get(timeout=5, fail=False)
+    assert fetched is not None and fetched.body == b"x" and got == []
+    await fetched.ack()
 
 
 async def _consumers(channel: aio_pika.abc.AbstractChannel, queue_name: str, expected: int) -> bool:
@@ -153,34 +171,20 @@ async def test_a_channel_closed_while_it_is_reopened_after_a_channel_error_is_cl
         check = await direct.channel()
         queue = await check.declare_queue(queue_name, durable=True, arguments={"x-queue-type": "quorum"})
         consuming, got = await _holding_consumer(connection, queue_name)
-        reopening, go, reopened = asyncio.Event(), asyncio.Event(), asyncio.Event()
-        reopen = consuming._open  # type: ignore[attr-defined]
-
-        async def held_reopen() -> None:
-            reopening.set()
-            await go.wait()
-            await reopen()  # the channel is open again here, with its consumer
-            reopened.set()
-
-        monkeypatch.setattr(consuming, "_open", held_reopen)
+        held = _HeldReopen(consuming, monkeypatch)
         try:
             # When RabbitMQ closes the channel (an ack of an unknown delivery tag: 406), and the channel is
             # closed while aio-pika reopens it
             raw = await consuming.get_underlay_channel()
             await raw.basic_ack(999_999)
-            await within(reopening.wait(), 20)
+            await within(held.reopening.wait(), 20)
             await close_channel(consuming, timeout=2)
-            go.set()
-            await within(reopened.wait(), 10)
+            held.go.set()
+            await within(held.reopened.wait(), 10)
             # Then it is closed again once reopened: the queue has no consumer, and a message published now is not
             # taken by one
-            await _until(lambda: _consumers(check, queue_name, 0), 10)
-            await _until(lambda: _is_closed(consuming), 5)
-            await check.default_exchange.publish(aio_pika.Message(b"x"), routing_key=queue_name)
-            fetched = await queue.get(timeout=5, fail=False)
-            assert fetched is not None and fetched.body == b"x" and got == []
-            await fetched.ack()
+            await _assert_stays_closed(consuming, got, check, queue)
         finally:
-            go.set()
+            held.go.set()
             await connection.close()
             await check.queue_delete(queue_name)
