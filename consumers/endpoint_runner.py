@@ -50,7 +50,7 @@ __all__ = ["Clock", "EndpointRunner"]
 log = logging.getLogger("warren.worker")
 
 Clock = Callable[[], float]  # seconds since the epoch: the wall clock, injected so that tests can set it
-HELD_MEMORY = 1000  # messages handed back at the hold limit whose attempt counts a runner remembers
+HELD_MEMORY = 1000  # ordered messages handed back (hold limit, parked) whose attempt counts a runner remembers
 Held = tuple[int, int | None, list[dict[str, Any]]]  # attempts made, first attempt (ms), history
 
 
@@ -197,7 +197,9 @@ class EndpointRunner(EndpointConsumers):
         min by default, counts from there): when the next retry would pass it, the whole partition is handed
         back (its unsettled messages return to its head in order) and this runner remembers the attempts and
         when the next one is due, so that the next delivery of the message continues the schedule. Another
-        worker taking it over starts from the headers' count; ``max_age`` bounds it either way.
+        worker taking it over starts from the headers' count; ``max_age`` bounds it either way. A message parked by
+        the circuit, or held by a gate, keeps the attempts it spent in place the same way (the parking one is not
+        spent): its next delivery here continues its count, as an unordered message's headers do.
         """
         lanes = self.lanes_of(message)
         if lanes is None:  # its channel is gone: RabbitMQ has it back already
@@ -208,7 +210,13 @@ class EndpointRunner(EndpointConsumers):
             return
         while True:
             current = delivery.continued(attempts, first_ms, history)
-            result, attempt_ms = await self._attempt(current)
+            try:
+                result, attempt_ms = await self._attempt(current)
+            except EndpointBlocked:
+                # Held (the circuit opened on an attempt of this lane or another, a pause): the attempts spent in
+                # place are in no header, so remember them, as an unordered message's headers keep its count.
+                self._keep_spent(delivery, (attempts, first_ms, history))
+                raise
             attempts += 1
             first_ms = first_ms or attempt_ms
             history.append(history_record(attempt_ms, result.status_code, result.error, result.duration))
@@ -235,7 +243,10 @@ class EndpointRunner(EndpointConsumers):
                     )
                     await self.settler.hand_back(message)
                 return
-            self._forget(delivery.event_id)
+            if isinstance(decision, HandBack):  # parked by the circuit: this attempt is not spent, those before are
+                self._keep_spent(delivery, (attempts - 1, first_ms, history[:-1]))
+            else:
+                self._forget(delivery.event_id)
             await self._settle(message, current, decision, result, attempt_ms)
             return
 
@@ -266,6 +277,12 @@ class EndpointRunner(EndpointConsumers):
         self._held_before[event_id] = held
         if due is not None:
             self._due[event_id] = due
+
+    def _keep_spent(self, delivery: Delivery, held: Held) -> None:
+        """Remember the attempts an ordered message spent in place before it is handed back without a due time."""
+        if held[0] > delivery.attempts_made:
+            self._remember(delivery.event_id, held)
+            self._due.pop(delivery.event_id, None)
 
     def _forget(self, event_id: str) -> None:
         self._held_before.pop(event_id, None)

@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from tests.support.health import dlq_count, operator_inbox, wait_until
 from tests.support.receiver import Receiver, Reply
 from warren.broker.events import Event
 from warren.consumers.health.records import CLOSED, OPEN
+from warren.consumers.hooks import DeliveryHooks, EndpointBlocked
+from warren.consumers.transport import SendResult
 from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(120)
@@ -135,3 +138,73 @@ async def test_outage_parks_everything_and_delivers_it_all_after_recovery(
         f"(bounds {bound}), of which probes {after_open} (at most {possible}); drained "
         f"{len(outage_events)} events in {drained_in:.2f}s after recovery; lost {lost}"
     )
+
+
+def failing_first(n: int) -> Callable[[Receiver, Any, bytes], Reply]:
+    """A receiver's behaviour: 503 for the first ``n`` requests, then 200."""
+    requests = 0
+
+    def behaviour(r: Receiver, request: Any, body: bytes) -> Reply:
+        nonlocal requests
+        requests += 1
+        return Reply(503) if requests <= n else Reply(200)
+
+    return behaviour
+
+
+async def test_an_ordered_event_parked_by_the_circuit_keeps_the_attempts_it_spent_in_place(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an ordered endpoint whose circuit opens after 3 consecutive failures, and a receiver that fails the
+    # first 3 requests, then answers 200
+    receiver.behaviour = failing_first(THRESHOLD)
+    attempts: list[tuple[int, str]] = []
+    config = await endpoint_config(
+        [{"name": "keyed", "events": ["keyed.*"], "ordering": "key", "partitions": 1, "circuit": CIRCUIT}],
+        retry={"base": "20ms", "cap": "20ms", "max_attempts": 10},
+    )
+    await publish(config, [Event(type="keyed.x", data={}, key="k", sequence=0)])
+    # When a worker retries it in place until its third failure opens the circuit, which parks it (that attempt
+    # is not spent: the message goes back to RabbitMQ), and delivers it to the probe after the cool-down
+    async with Worker(config, hooks=DeliveryHooks(observers=[lambda a: attempts.append((a.attempt, a.outcome))])):
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 1, 15)
+    # Then the probe continued its count: the 2 attempts spent in place are in no header (the message never left
+    # its partition) and were remembered across the hand-back, as an unordered message's headers keep its count.
+    # Forgotten, the probe would be attempt 1 and each outage would grant a fresh max_attempts.
+    assert attempts == [(1, "retry-in-place"), (2, "retry-in-place"), (3, "parked"), (3, "delivered")]
+
+
+class _RefusesOnce:
+    """A gate that refuses the ``nth`` attempt it sees, as an open circuit's or a pause's gate does."""
+
+    def __init__(self, nth: int) -> None:
+        self.nth, self.seen = nth, 0
+
+    async def acquire(self, endpoint: str) -> None:
+        self.seen += 1
+        if self.seen == self.nth:
+            raise EndpointBlocked("held by the test")
+
+    def release(self, endpoint: str, result: SendResult | None) -> None:
+        pass
+
+
+async def test_an_ordered_event_held_by_a_gate_keeps_the_attempts_it_spent_in_place(
+    endpoint_config, receiver: Receiver, publish
+) -> None:
+    # Given an ordered endpoint (circuit off), a receiver that fails the first request, and a gate that refuses
+    # the second attempt (as the gate of a circuit opened meanwhile by another partition or worker does)
+    receiver.behaviour = failing_first(1)
+    attempts: list[tuple[int, str]] = []
+    config = await endpoint_config(
+        [{"name": "keyed", "events": ["keyed.*"], "ordering": "key", "partitions": 1, "circuit": {"enabled": False}}],
+        retry={"base": "20ms", "cap": "20ms", "max_attempts": 10},
+    )
+    await publish(config, [Event(type="keyed.x", data={}, key="k", sequence=0)])
+    hooks = DeliveryHooks(gates=[_RefusesOnce(2)], observers=[lambda a: attempts.append((a.attempt, a.outcome))])
+    # When a worker delivers it: the first attempt fails in place, the second is refused (the message goes back
+    # to RabbitMQ untouched), and the next delivery is attempted
+    async with Worker(config, hooks=hooks):
+        await receiver.wait_for(lambda r: len(r.ok_ids()) == 1, 15)
+    # Then that attempt is its 2nd: the one spent in place was remembered across the hand-back
+    assert attempts == [(1, "retry-in-place"), (2, "delivered")]
