@@ -20,7 +20,6 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from warren.topology.addresses import connect_host, literal_problem, url_host_problem
 from warren.topology.config_fields import (
     _NAME,
-    _RESOLVE_SIGNING_SECRETS,
     EventPattern,
     PositiveDuration,
     Secrets,
@@ -31,6 +30,7 @@ from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.errors import WarrenError
 from warren.topology.inbound_config import InboundSource, InboxSettings, ReceiverSettings
 from warren.topology.redact import redact_urls
+from warren.topology.secrets import API_TOKENS, INBOUND_SECRETS, SIGNING_SECRETS, deferring
 from warren.topology.settings import (
     ApiSettings,
     BrokerSettings,
@@ -271,11 +271,20 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     return Path(explicit or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_FILE)
 
 
-def load_config(path: str | os.PathLike[str] | None = None, *, signing_secrets: bool = True) -> WarrenConfig:
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    signing_secrets: bool = True,
+    api_tokens: bool = True,
+    inbound_secrets: bool = True,
+) -> WarrenConfig:
     """Read, merge with the environment and validate; every failure is a ConfigError naming file and field.
 
-    ``signing_secrets=False`` is for commands that sign nothing: an endpoint's ``env:NAME`` secret whose
-    variable is missing (or malformed) is then kept as UnresolvedSecrets instead of failing the load.
+    Each secret is needed by one command, and each flag set to False loads without it: ``signing_secrets``
+    (the endpoints', for ``warren worker``), ``api_tokens`` (``api.tokens`` and ``api.admin_tokens``, for
+    ``warren api``), ``inbound_secrets`` (for ``warren receive``). An ``env:NAME`` of such a kind whose variable
+    is missing (or malformed) is then kept unresolved (UnresolvedSecrets, UnresolvedText), and using it raises
+    what resolving it raised. A literal's mistake is the file's and fails whoever loads it.
     """
     file = config_path(path)
     try:
@@ -290,13 +299,12 @@ def load_config(path: str | os.PathLike[str] | None = None, *, signing_secrets: 
     if problems := override_problems(os.environ, WarrenConfig):
         raise ConfigError(in_environment, problems)
     overrides = {path: name for name, path in override_variables(os.environ, WarrenConfig).items()}
-    resolving = _RESOLVE_SIGNING_SECRETS.set(signing_secrets)
+    wanted = {SIGNING_SECRETS: signing_secrets, API_TOKENS: api_tokens, INBOUND_SECRETS: inbound_secrets}
     try:
-        return WarrenConfig(**data)
+        with deferring(kind for kind, needed in wanted.items() if not needed):
+            return WarrenConfig(**data)
     except ValidationError as exc:
         raise ConfigError(str(file), _problems(exc, data, overrides)) from None
     except SettingsError as exc:
         # A WARREN_* variable holding malformed JSON (e.g. WARREN_ENDPOINTS='[{'): the environment's fault.
         raise ConfigError(in_environment, [str(exc)]) from None
-    finally:
-        _RESOLVE_SIGNING_SECRETS.reset(resolving)

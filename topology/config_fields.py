@@ -6,7 +6,6 @@ Also ``_Frozen``, the base of every configuration section, and ``_guessable``, t
 from __future__ import annotations
 
 import re
-from contextvars import ContextVar
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PlainValidator
@@ -14,10 +13,12 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from warren.topology.durations import parse_duration
 from warren.topology.secrets import (
     ENV_REFERENCE,
+    SIGNING_SECRETS,
     SecretError,
     SigningSecrets,
     UnresolvedSecrets,
     WebhookSecret,
+    deferrable,
     resolve_secret_text,
 )
 
@@ -43,10 +44,6 @@ Tenant = Annotated[str, AfterValidator(check_tenant)]
 _PATTERN_WORD = re.compile(r"^(?:\*|#|[A-Za-z0-9_\-:/]+)$")
 
 
-# False while a command that signs nothing loads the configuration (see load_config's signing_secrets).
-_RESOLVE_SIGNING_SECRETS: ContextVar[bool] = ContextVar("warren_resolve_signing_secrets", default=True)
-
-
 def _parse_secrets(value: object) -> SigningSecrets:
     if isinstance(value, SigningSecrets):
         return value
@@ -60,7 +57,7 @@ def _parse_secrets(value: object) -> SigningSecrets:
         try:
             return SigningSecrets(tuple(WebhookSecret(resolve_secret_text(t)) for t in texts))
         except SecretError as exc:
-            if _RESOLVE_SIGNING_SECRETS.get():
+            if not deferrable(SIGNING_SECRETS):  # a command that signs nothing loads without it
                 raise
             return UnresolvedSecrets(tuple(texts), str(exc))
     except SecretError as exc:

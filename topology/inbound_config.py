@@ -9,7 +9,16 @@ from urllib.parse import urlsplit
 from pydantic import Field, PlainSerializer, PlainValidator, SecretStr, field_validator, model_validator
 
 from warren.topology.config_fields import _NAME, PositiveDuration, _Frozen, _guessable
-from warren.topology.secrets import SecretError, SigningSecrets, WebhookSecret, resolve_secret_text
+from warren.topology.secrets import (
+    INBOUND_SECRETS,
+    SecretError,
+    SigningSecrets,
+    UnresolvedText,
+    WebhookSecret,
+    deferrable,
+    resolve_secret_text,
+    revealed,
+)
 from warren.topology.settings import RetryOverride, RetryPolicy, _ServerLimits
 
 
@@ -25,6 +34,9 @@ def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
         try:
             plain = resolve_secret_text(text)
         except SecretError as exc:
+            if deferrable(INBOUND_SECRETS):  # a command that verifies nothing loads without it
+                resolved.append(UnresolvedText(text, str(exc)))
+                continue
             raise ValueError(str(exc)) from None
         if not plain:
             raise ValueError("a secret cannot be empty")
@@ -35,6 +47,8 @@ def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
 def _strong_plain_secrets(value: tuple[SecretStr, ...] | None) -> tuple[SecretStr, ...] | None:
     """hmac-sha256 and token secrets are guessed or brute-forced when short: the same floor as API tokens."""
     for secret in value or ():
+        if isinstance(secret, UnresolvedText):
+            continue
         weak = _guessable(secret.get_secret_value(), "a secret")
         if weak:
             raise ValueError(weak)
@@ -44,7 +58,7 @@ def _strong_plain_secrets(value: tuple[SecretStr, ...] | None) -> tuple[SecretSt
 PlainSecrets = Annotated[
     tuple[SecretStr, ...],
     PlainValidator(_parse_plain_secrets),
-    PlainSerializer(lambda s: [x.get_secret_value() for x in s], when_used="json"),
+    PlainSerializer(lambda s: [revealed(x) for x in s], when_used="json"),
 ]
 
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -111,7 +125,8 @@ class InboundSource(_Frozen):
         if self.verifier == "standard-webhooks":
             try:
                 for text in self.secret or ():
-                    WebhookSecret(text.get_secret_value())
+                    if not isinstance(text, UnresolvedText):
+                        WebhookSecret(text.get_secret_value())
             except SecretError as exc:
                 raise ValueError(f"secret: {exc}") from None
         if self.verifier in ("hmac-sha256", "token"):

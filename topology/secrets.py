@@ -4,15 +4,54 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
+
+from pydantic import SecretStr
 
 from warren.topology.errors import WarrenError
 
-__all__ = ["SecretError", "SigningSecrets", "UnresolvedSecrets", "WebhookSecret", "resolve_secret_text"]
+__all__ = [
+    "API_TOKENS",
+    "INBOUND_SECRETS",
+    "SIGNING_SECRETS",
+    "SecretError",
+    "SigningSecrets",
+    "UnresolvedSecrets",
+    "UnresolvedText",
+    "WebhookSecret",
+    "deferrable",
+    "deferring",
+    "resolve_secret_text",
+    "revealed",
+]
 
 PREFIX = "whsec_"
 ENV_REFERENCE = "env:"
+
+# The kinds of secret a command may load without (``load_config``): each is needed by one command only, and an
+# ``env:NAME`` of a kind the command does not use is kept unresolved instead of failing the load (a worker's host
+# need not hold the API's tokens, nor the API's host the endpoints' signing secrets).
+SIGNING_SECRETS = "endpoint signing secrets"  # warren worker
+API_TOKENS = "API tokens"  # warren api
+INBOUND_SECRETS = "inbound secrets"  # warren receive
+_DEFERRABLE: ContextVar[frozenset[str]] = ContextVar("warren_deferrable_secrets", default=frozenset())
+
+
+@contextlib.contextmanager
+def deferring(kinds: Iterable[str]) -> Iterator[None]:
+    """While loading a configuration: ``env:NAME`` secrets of these kinds may stay unresolved."""
+    token = _DEFERRABLE.set(frozenset(kinds))
+    try:
+        yield
+    finally:
+        _DEFERRABLE.reset(token)
+
+
+def deferrable(kind: str) -> bool:
+    return kind in _DEFERRABLE.get()
 
 
 class SecretError(WarrenError, ValueError):
@@ -112,6 +151,35 @@ class UnresolvedSecrets(SigningSecrets):
 
     def __hash__(self) -> int:
         return hash(self.references)
+
+
+class UnresolvedText(SecretStr):
+    """An API token or inbound secret given as ``env:NAME`` whose variable is not set, loaded by a command that
+    does not use it. Using it raises the SecretError that resolving it raised; it dumps back to its reference."""
+
+    def __init__(self, reference: str, problem: str) -> None:
+        super().__init__("")
+        self.reference = reference
+        self.problem = problem
+
+    def get_secret_value(self) -> str:
+        raise SecretError(self.problem)
+
+    def __repr__(self) -> str:
+        return f"UnresolvedText({self.reference})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnresolvedText) and other.reference == self.reference
+
+    def __hash__(self) -> int:
+        return hash(self.reference)
+
+
+def revealed(text: SecretStr) -> str:
+    """A token's or inbound secret's text for a dump: an unresolved one gives back its ``env:NAME``."""
+    return text.reference if isinstance(text, UnresolvedText) else text.get_secret_value()
 
 
 def resolve_secret_text(text: str, environ: os._Environ[str] | dict[str, str] | None = None) -> str:

@@ -36,14 +36,15 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load(path: Path | None, *, signing: bool = False) -> WarrenConfig:
+def load(path: Path | None, *, signing: bool = False, api: bool = False, inbound: bool = False) -> WarrenConfig:
     """The configuration, or exit 2 with one message naming the file, the field and the problem.
 
-    Only a command that signs (the worker) passes ``signing``: the others load the file without the
-    endpoints' ``env:NAME`` secrets set (see ``load_config``).
+    Each command asks for the secrets it uses, and loads without the others' ``env:NAME`` variables set (see
+    ``load_config``): ``signing`` the worker (the endpoints' secrets), ``api`` warren api (its tokens),
+    ``inbound`` warren receive (the inbound sources' secrets).
     """
     try:
-        return load_config(path, signing_secrets=signing)
+        return load_config(path, signing_secrets=signing, api_tokens=api, inbound_secrets=inbound)
     except ConfigError as exc:
         fail(f"invalid configuration {exc}", EXIT_USAGE)
 

@@ -12,6 +12,7 @@ from warren.topology.secrets import (
     SecretError,
     SigningSecrets,
     UnresolvedSecrets,
+    UnresolvedText,
     WebhookSecret,
     resolve_secret_text,
 )
@@ -101,3 +102,58 @@ def test_a_malformed_literal_secret_fails_even_for_a_command_that_signs_nothing(
     path.write_text('[[endpoints]]\nname = "a"\nurl = "https://example.com/h"\nsecret = "nope"\nevents = ["#"]\n')
     with pytest.raises(ConfigError, match="whsec_"):
         load_config(path, signing_secrets=False)
+
+
+SERVED_SECRETS = """
+[api]
+tokens = ["env:MISSING_API_TOKEN_X", "a-literal-token-of-enough-length"]
+admin_tokens = ["env:MISSING_ADMIN_TOKEN_X"]
+
+[[inbound]]
+name = "shop"
+verifier = "hmac-sha256"
+secret = "env:MISSING_INBOUND_X"
+header = "x-signature"
+id_field = "id"
+handler = "app.hooks:on_event"
+"""
+
+
+def test_each_server_loads_without_the_other_servers_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given API tokens and an inbound source's secret read from variables that are not set
+    for name in ("MISSING_API_TOKEN_X", "MISSING_ADMIN_TOKEN_X", "MISSING_INBOUND_X"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "warren.toml"
+    path.write_text(SERVED_SECRETS)
+    # When it is loaded for every use, it fails naming each variable
+    with pytest.raises(ConfigError) as strict:
+        load_config(path)
+    assert all(n in str(strict.value) for n in ("MISSING_API_TOKEN_X", "MISSING_ADMIN_TOKEN_X", "MISSING_INBOUND_X"))
+    # And warren api (its tokens) fails naming only its own; warren receive (the inbound secrets) likewise
+    with pytest.raises(ConfigError) as api:
+        load_config(path, inbound_secrets=False)
+    assert "MISSING_API_TOKEN_X" in str(api.value) and "MISSING_INBOUND_X" not in str(api.value)
+    with pytest.raises(ConfigError) as receive:
+        load_config(path, api_tokens=False)
+    assert "MISSING_INBOUND_X" in str(receive.value) and "MISSING_API_TOKEN_X" not in str(receive.value)
+    # And a command that uses neither (the worker, setup, status...) loads; using one raises the same problem
+    config = load_config(path, api_tokens=False, inbound_secrets=False)
+    unresolved = [config.api.tokens[0], config.api.admin_tokens[0], config.inbound[0].secret[0]]  # type: ignore[index]
+    assert all(isinstance(t, UnresolvedText) for t in unresolved)
+    with pytest.raises(SecretError, match="MISSING_API_TOKEN_X"):
+        config.api.tokens[0].get_secret_value()
+    with pytest.raises(SecretError, match="MISSING_INBOUND_X"):
+        config.inbound[0].secret[0].get_secret_value()  # type: ignore[index]
+    assert config.api.tokens[1].get_secret_value() == "a-literal-token-of-enough-length"
+    assert "MISSING_API_TOKEN_X" in repr(config.api.tokens[0])
+    # And a dump keeps the references, never a made-up value
+    dumped = config.model_dump(mode="json")
+    assert dumped["api"]["tokens"] == ["env:MISSING_API_TOKEN_X", "a-literal-token-of-enough-length"]
+    assert dumped["inbound"][0]["secret"] == ["env:MISSING_INBOUND_X"]
+
+
+def test_a_weak_literal_token_fails_even_for_a_command_that_serves_no_api(tmp_path: Path) -> None:
+    path = tmp_path / "warren.toml"
+    path.write_text('[api]\ntokens = ["short"]\n')
+    with pytest.raises(ConfigError, match="at least 16"):
+        load_config(path, api_tokens=False, inbound_secrets=False)

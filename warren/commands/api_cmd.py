@@ -19,7 +19,7 @@ def api(
     ] = None,
 ) -> None:
     """Accept events over HTTP and publish them to RabbitMQ; 202 only once RabbitMQ confirmed them."""
-    cfg = load(config)
+    cfg = load(config, api=True)
     if not cfg.api.tokens:
         fail("api.tokens is empty: configure at least one bearer token (literal or 'env:NAME')", EXIT_USAGE)
     if cfg.api.admin_tokens and cfg.store.url is None:

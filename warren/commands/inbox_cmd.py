@@ -30,7 +30,7 @@ def receive(
     ] = None,
 ) -> None:
     """Serve the configured inbound sources: verify each webhook, queue it in RabbitMQ, answer 202."""
-    cfg = load(config)
+    cfg = load(config, inbound=True)
     _require_sources(cfg)
     logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
 
