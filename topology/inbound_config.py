@@ -15,8 +15,7 @@ from warren.topology.secrets import (
     SigningSecrets,
     UnresolvedText,
     WebhookSecret,
-    deferrable,
-    resolve_secret_text,
+    resolve_or_defer,
     revealed,
 )
 from warren.topology.settings import RetryOverride, RetryPolicy, _ServerLimits
@@ -31,13 +30,10 @@ def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
         if isinstance(text, SecretStr):
             resolved.append(text)
             continue
-        try:
-            plain = resolve_secret_text(text)
-        except SecretError as exc:
-            if deferrable(INBOUND_SECRETS):  # a command that verifies nothing loads without it
-                resolved.append(UnresolvedText(text, str(exc)))
-                continue
-            raise ValueError(str(exc)) from None
+        plain = resolve_or_defer(text, INBOUND_SECRETS)  # a command that verifies nothing loads without it
+        if isinstance(plain, UnresolvedText):
+            resolved.append(plain)
+            continue
         if not plain:
             raise ValueError("a secret cannot be empty")
         resolved.append(SecretStr(plain))

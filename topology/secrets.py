@@ -24,6 +24,7 @@ __all__ = [
     "WebhookSecret",
     "deferrable",
     "deferring",
+    "resolve_or_defer",
     "resolve_secret_text",
     "revealed",
 ]
@@ -180,6 +181,17 @@ class UnresolvedText(SecretStr):
 def revealed(text: SecretStr) -> str:
     """A token's or inbound secret's text for a dump: an unresolved one gives back its ``env:NAME``."""
     return text.reference if isinstance(text, UnresolvedText) else text.get_secret_value()
+
+
+def resolve_or_defer(text: str, kind: str) -> str | UnresolvedText:
+    """``resolve_secret_text``; when that fails for a secret of a ``kind`` the loading command does not use, its
+    ``UnresolvedText``. Otherwise the problem is raised as a ValueError (a validation error naming the field)."""
+    try:
+        return resolve_secret_text(text)
+    except SecretError as exc:
+        if deferrable(kind):
+            return UnresolvedText(text, str(exc))
+        raise ValueError(str(exc)) from None
 
 
 def resolve_secret_text(text: str, environ: os._Environ[str] | dict[str, str] | None = None) -> str:

@@ -10,7 +10,7 @@ from pydantic import BeforeValidator, Field, PlainSerializer, SecretStr, create_
 from pydantic.fields import FieldInfo
 
 from warren.topology.config_fields import Duration, EventPattern, PositiveDuration, _Frozen, _guessable
-from warren.topology.secrets import API_TOKENS, SecretError, UnresolvedText, deferrable, resolve_secret_text, revealed
+from warren.topology.secrets import API_TOKENS, UnresolvedText, resolve_or_defer, revealed
 
 
 class BrokerSettings(_Frozen):
@@ -179,12 +179,9 @@ class DeliverySettings(_Frozen):
 def _resolve_token(value: object) -> object:
     if not isinstance(value, str):
         return value
-    try:
-        text = resolve_secret_text(value)
-    except SecretError as exc:
-        if deferrable(API_TOKENS):  # a command that serves no API loads without it
-            return UnresolvedText(value, str(exc))
-        raise ValueError(str(exc)) from None
+    text = resolve_or_defer(value, API_TOKENS)  # a command that serves no API loads without it
+    if isinstance(text, UnresolvedText):
+        return text
     weak = _guessable(text, "an API token")
     if weak or len(text) < 16:
         raise ValueError(weak or "an API token needs at least 16 characters")
