@@ -4,7 +4,8 @@ Deliveries on a channel carry increasing tags, but with many in flight they fini
 multiple ack covers every outstanding tag up to its own. So the batcher acks only the longest prefix of
 arrived tags that are all settled (acked, or settled another way such as a nack). A finished delivery stuck
 behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
-never holds the prefetch window hostage.
+never holds the prefetch window hostage. With ``flush_at`` set, a batch goes as soon as that many acks wait,
+without waiting out ``max_delay``: a long window then bounds the time acks wait, ``flush_at`` how many.
 
 One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
 """
@@ -34,11 +35,15 @@ def _channel_of(message: AbstractIncomingMessage) -> Any:
 
 
 class AckBatcher:
-    """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds."""
+    """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds.
 
-    def __init__(self, max_delay: float = 0.002, straggler_after: float = 0.05) -> None:
+    ``flush_at``: send at once when this many acks wait (0: only ``max_delay`` decides).
+    """
+
+    def __init__(self, max_delay: float = 0.002, straggler_after: float = 0.05, flush_at: int = 0) -> None:
         self.max_delay = max_delay
         self.straggler_after = straggler_after
+        self.flush_at = flush_at
         self._channel: Any = None  # the aiormq channel the tags belong to; a reopened channel starts afresh
         self._order: deque[int] = deque()
         self._acked: dict[int, float] = {}  # tag -> when it was acked (not yet sent)
@@ -67,6 +72,10 @@ class AckBatcher:
             await message.ack()  # a delivery from a channel since replaced: ack it as it is
             return
         self._acked[tag] = time.monotonic()
+        if self.flush_at and len(self._acked) >= self.flush_at and self._timer is not None:
+            self._timer.cancel()
+            self._fire()
+            return
         self._schedule()
 
     def settled(self, message: AbstractIncomingMessage) -> None:

@@ -29,7 +29,7 @@ from warren.deadlines import stop_if_cancelled
 from warren.topology import names
 from warren.topology.errors import PublishError, ReplayError, UnroutableError
 
-__all__ = ["DEFAULT_WINDOW", "MoveReport", "move_selected", "replay_headers"]
+__all__ = ["DEFAULT_WINDOW", "REPLAY_ACK_BATCH", "REPLAY_ACK_DELAY", "MoveReport", "move_selected", "replay_headers"]
 
 DEFAULT_WINDOW = 64  # publishes awaiting their confirm at once
 log = logging.getLogger("warren.dlq")
@@ -39,6 +39,10 @@ FINISH_GRACE = 5.0  # seconds an interrupted replay gives the publishes already 
 # these acks, and a confirm rate slowed by a loaded machine left 2 ms batches of about two letters each (254
 # frames for 500 letters); at 20 ms a batch holds every confirm of that time whatever the rate.
 REPLAY_ACK_DELAY = 0.02
+# ...and how many confirmed copies wait at most: a fast confirm rate sends its acks in batches of this many rather
+# than hundreds every 20 ms, so a killed replay leaves at most this many more confirmed copies behind in the DLQ
+# (duplicates once replayed again) than its publishes in flight.
+REPLAY_ACK_BATCH = 16
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
 # dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
@@ -115,7 +119,7 @@ async def _move(
     # back when the channel closes is never sent, so those copies return although acked. 64 single acks at once
     # (the confirms of an interrupted replay's window) left 31 letters in the DLQ and the work queue both, on a
     # loaded machine. The batcher's close sends what waits and lets the last acks settle (SETTLE_PAUSE).
-    acks = AckBatcher(max_delay=REPLAY_ACK_DELAY)
+    acks = AckBatcher(max_delay=REPLAY_ACK_DELAY, flush_at=REPLAY_ACK_BATCH)
     for message in messages:
         acks.track(message)
 

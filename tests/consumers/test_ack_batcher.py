@@ -113,3 +113,34 @@ async def test_close_waits_the_settle_pause_after_the_last_ack_sent(amqp_url: st
         assert await _unacked(queue, await check.channel()) == 0  # all six acked, none returned by the close
     finally:
         await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_flush_at_sends_a_full_batch_without_waiting_out_the_delay(amqp_url: str, prefix: str) -> None:
+    """A long ``max_delay`` bounds how long acks wait, ``flush_at`` how many: the 4th ack goes with its 3 neighbours
+    at once, not 10 s later (a killed replay leaves at most a batch of confirmed copies unacked in its DLQ)."""
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=10.0, flush_at=4)
+        queue, delivered = await _tracked(channel, f"{prefix}.flush-at", 6, batcher)
+        assert len(delivered) == 6
+
+        for message in delivered[:3]:
+            await batcher.ack(message)
+        await asyncio.sleep(0.1)
+        assert len(batcher._acked) == 3  # below flush_at: they wait for the delay
+        started = time.monotonic()
+        await batcher.ack(delivered[3])
+        while batcher._acked and time.monotonic() - started < 2:
+            await asyncio.sleep(0.005)
+        assert not batcher._acked and time.monotonic() - started < 2
+        await asyncio.sleep(SETTLE_PAUSE + 0.05)  # let the quorum queue apply the ack before the close
+    finally:
+        await connection.close()  # 4 and 5 were never acked: they go back to the queue
+
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 2  # 0..3 acked by the batch, 4 and 5 returned
+    finally:
+        await check.close()

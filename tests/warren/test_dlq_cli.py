@@ -21,6 +21,7 @@ from tests.support.cli import spawn_warren
 from tests.support.dead_letters import drain, peek_ids, seed_dead_letters, wait_depth, wait_depth_at_least
 from tests.support.processes import write_config
 from tests.support.topology import declare
+from warren.broker.dlq.move import DEFAULT_WINDOW, REPLAY_ACK_BATCH
 from warren.broker.events import Event
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -178,11 +179,12 @@ async def test_a_killed_replay_run_again_loses_nothing(down: tuple[WarrenConfig,
     await wait_until_no_consumer(config, names.dlq(prefix, "down"))
     again = await warren(path, "dlq", "replay", "down", "--type", "#")
     copies = Counter(m.message_id for m in await drain(config, names.work_queue(prefix, "down")))
-    # Then it was killed half-way, and every event is back, duplicated at most once per publish in flight (64)
+    # Then it was killed half-way, and every event is back, duplicated at most once per publish in flight (64) or
+    # confirmed copy whose DLQ ack had not gone yet (one batch waiting, one being sent)
     assert process.returncode == -signal.SIGKILL and 300 <= moved_when_killed < 4000
     assert again.code == 0, again.err
     assert set(copies) == {e.id for e in events}
-    assert sum(copies.values()) - len(copies) <= 64
+    assert sum(copies.values()) - len(copies) <= DEFAULT_WINDOW + 2 * REPLAY_ACK_BATCH, copies.most_common(3)
     assert await wait_depth(config, names.dlq(prefix, "down"), 0) == 0
 
 
