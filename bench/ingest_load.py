@@ -35,6 +35,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cpu import process_seconds
 from bench.topology_teardown import teardown
 from tests.support.processes import write_config
 from warren.broker.applier import apply_setup
@@ -47,17 +48,6 @@ MGMT = os.environ.get("WARREN_BENCH_MANAGEMENT_URL", "http://guest:guest@127.0.0
 PORT = int(os.environ.get("WARREN_BENCH_API_PORT", "18090"))
 TOKEN = "bench-token-0123456789abcdef"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-
-def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU time of a process so far (Linux), to tell the server's cost from the machine's noise."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -201,9 +191,9 @@ async def main(args: argparse.Namespace) -> None:
             for mode in modes:
                 clients = args.batch_concurrency if mode == "batch" else args.concurrency
                 pid = process.pid if process is not None else None
-                before = cpu_seconds(pid)
+                before = process_seconds(pid)
                 result = await drive(url, mode, args.duration, clients, args.batch_size, args.size)
-                after = cpu_seconds(pid)
+                after = process_seconds(pid)
                 if before is not None and after is not None:
                     result.server_cpu = after - before
                 result.load = round(os.getloadavg()[0], 2)

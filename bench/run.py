@@ -38,6 +38,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import cpu
 from bench.topology_teardown import teardown
 from tests.support.processes import write_config
 from warren.broker.applier import apply_setup
@@ -60,6 +61,7 @@ def free_port() -> int:
 
 
 PORT = int(os.environ.get("WARREN_BENCH_PORT") or free_port())
+BROKER_PID = cpu.broker_pid(AMQP)  # its CPU per delivery is reported when the node runs on this machine
 PROFILE = os.environ.get("WARREN_BENCH_PROFILE")  # a directory: profile every worker with py-spy
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -156,12 +158,17 @@ async def start(cmd: list[str], log: Path, ready: bytes) -> asyncio.subprocess.P
 
 
 def cpu_seconds(processes: list[asyncio.subprocess.Process]) -> float:
-    """User plus system CPU time the processes have used so far (Linux /proc)."""
-    total = 0
-    for process in processes:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return total / os.sysconf("SC_CLK_TCK")
+    """User plus system CPU time the processes have used so far."""
+    return sum(cpu.process_seconds(process.pid) or 0.0 for process in processes)
+
+
+def cpu_cell(rows: list[dict[str, float]]) -> str:
+    """CPU seconds per 1,000 deliveries, medians: the consumer's / the broker's / the whole machine's."""
+    broker = median(rows, "broker_s_per_1k") if all(r["broker_s_per_1k"] >= 0 for r in rows) else None
+    return (
+        f"{median(rows, 'worker_s_per_1k'):.3f} / {'-' if broker is None else f'{broker:.3f}'} / "
+        f"{median(rows, 'machine_s_per_1k'):.3f}"
+    )
 
 
 def lost_cell(rows: list[dict[str, float]]) -> str:
@@ -279,6 +286,7 @@ async def one_run(
                 slug = system.name.replace(" · ", "-").replace(" ", "")
                 await profile(process, Path(PROFILE) / f"{workload.name}-{slug}-{prefix}-{i}.txt")
         cpu_at_start = cpu_seconds(processes)  # after startup: imports and connecting are not per event
+        broker_at_start, machine_at_start = cpu.process_seconds(BROKER_PID), cpu.machine_busy_seconds()
         publisher = await asyncio.create_subprocess_exec(
             PY,
             str(ROOT / "bench" / "publisher.py"),
@@ -301,7 +309,11 @@ async def one_run(
         while stats["distinct_ok"] < confirmed and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
-        cpu = cpu_seconds(processes) - cpu_at_start
+        used = cpu_seconds(processes) - cpu_at_start
+        broker_now = cpu.process_seconds(BROKER_PID)
+        broker_used = -1.0 if broker_now is None or broker_at_start is None else broker_now - broker_at_start
+        machine_used = cpu.machine_busy_seconds() - machine_at_start
+        thousands = max(1e-9, stats["distinct_ok"] / 1000)
         records = 0
         if drain is not None:
             for process in processes:  # their last records are flushed on shutdown
@@ -310,7 +322,10 @@ async def one_run(
             await drain.settle()
             records = drain.records
         return {
-            "per_cpu_s": stats["distinct_ok"] / max(1e-9, cpu),
+            "per_cpu_s": stats["distinct_ok"] / max(1e-9, used),
+            "worker_s_per_1k": used / thousands,
+            "broker_s_per_1k": broker_used / thousands if broker_used >= 0 else -1.0,  # -1: not on this machine
+            "machine_s_per_1k": machine_used / thousands,
             "publish_per_s": published["rate"],
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
             "p50_ms": (stats["p50"] or 0) * 1000,
@@ -354,10 +369,32 @@ def median(rows: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]], key: str) -> str:
+def pair_ratios(rows: list[dict[str, float]], reference: list[dict[str, float]], key: str) -> list[float]:
     # Pair by pair: run i of each system ran back to back, so their ratio cancels the drift.
-    pairs = [a[key] / b[key] for a, b in zip(rows, reference, strict=True)]
+    return [a[key] / b[key] for a, b in zip(rows, reference, strict=True)]
+
+
+def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]], key: str) -> str:
+    pairs = pair_ratios(rows, reference, key)
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One of issue 13's targets, beside what this run measured."""
+
+    what: str
+    measured: float
+    target: str  # "≥ 0.95", "< 50 ms"
+    met: bool
+
+    def row(self) -> str:
+        unit = " ms" if self.target.endswith("ms") else ""
+        return f"| {self.what} | {self.measured:,.2f}{unit} | {self.target} | {'met' if self.met else 'NOT met'} |"
+
+
+VS_BARE_TARGET = 0.95  # one worker, every feature on, against the uvloop bare loop (happy and slow)
+P99_TARGET_MS = {"latency": 50.0, "latency-ordered": 100.0}  # publish-to-delivery at half load
 
 
 def attempt_log_rows(name: str, results: dict[System, list[dict[str, float]]]) -> list[str]:
@@ -385,7 +422,9 @@ async def main(
     skip_ceilings: bool,
     scale: float,
     attempt_logs: list[bool],
-) -> None:
+) -> list[Verdict]:
+    """Runs and prints everything asked for; returns issue 13's targets that these workloads measure."""
+    verdicts: list[Verdict] = []
     if PROFILE and not (Path(PY).parent / "py-spy").exists():
         raise SystemExit(f"WARREN_BENCH_PROFILE needs py-spy beside {PY}: {Path(PY).parent}/pip install py-spy")
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
@@ -420,14 +459,15 @@ async def main(
         both_loops = len(loops) > 1
         print(
             "| workload | system | fixed rate/s | publish/s | deliveries/s | per CPU-s | p50 ms | p99 ms | lost "
-            "| requests | deliveries/s vs bare, same loop (per run) | per CPU-s vs bare, same loop (per run) |"
+            "| requests | CPU-s per 1k: worker / broker / machine | deliveries/s vs bare, same loop (per run) "
+            "| per CPU-s vs bare, same loop (per run) |"
             + (
                 " uvloop vs asyncio: deliveries/s (per run) | uvloop vs asyncio: per CPU-s (per run) |"
                 if both_loops
                 else ""
             )
         )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if both_loops else ""))
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if both_loops else ""))
         # The capacity a fixed-rate workload takes half of: the first Warren system's median deliveries/s.
         reference = System(workers[0], loops[-1], attempt_logs[0])
         capacity: dict[str, float] = {}
@@ -454,12 +494,19 @@ async def main(
                     if not rate:  # at a fixed rate both deliver at that rate: compare CPU only
                         vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
                     vs_bare_cpu = per_run_ratio(rows, bare_rows, "per_cpu_s")
+                if bare_rows and not rate and system == System(1, "uvloop") and name in ("happy", "slow"):
+                    ratio = statistics.median(pair_ratios(rows, bare_rows, "deliveries_per_s"))
+                    what = f"{name}: 1 worker / bare loop, deliveries/s"
+                    verdicts.append(Verdict(what, ratio, f"≥ {VS_BARE_TARGET}", ratio >= VS_BARE_TARGET))
+                if rate and system.workers and name in P99_TARGET_MS:
+                    p99, limit = median(rows, "p99_ms"), P99_TARGET_MS[name]
+                    verdicts.append(Verdict(f"{name}: p99 at {rate:,.0f}/s", p99, f"< {limit:g} ms", p99 < limit))
                 line = (
                     f"| {name} | {system.name} | {f'{rate:,.0f}' if rate else '-'} | "
                     f"{median(rows, 'publish_per_s'):,.0f} | "
                     f"{median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} | "
                     f"{median(rows, 'p50_ms'):,.1f} | {median(rows, 'p99_ms'):,.1f} | "
-                    f"{lost_cell(rows)} | {median(rows, 'requests'):,.0f} | "
+                    f"{lost_cell(rows)} | {median(rows, 'requests'):,.0f} | {cpu_cell(rows)} | "
                     f"{vs_bare} | {vs_bare_cpu} |"
                 )
                 asyncio_rows = results.get(System(system.workers, "asyncio", system.attempt_log))
@@ -482,6 +529,7 @@ async def main(
     finally:
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()
+    return verdicts
 
 
 if __name__ == "__main__":
