@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import ordered, run
+from bench.run import counts
 
 
 async def main(runs: int, scale: float, partitions: list[int]) -> None:
@@ -50,4 +51,4 @@ if __name__ == "__main__":
         help="the ordered endpoint's partition counts, side by side (32: the issue's; 4: Warren's default)",
     )
     a = parser.parse_args()
-    asyncio.run(main(a.runs, a.scale, [int(n) for n in a.partitions.split(",")]))
+    asyncio.run(main(a.runs, a.scale, counts(a.partitions)))

@@ -19,7 +19,6 @@ import asyncio
 import os
 import platform
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ from bench.run import (
     System,
     Verdict,
     ceilings,
+    counts,
     cpu_cell,
     lost_cell,
     median,
@@ -98,9 +98,9 @@ async def main(
                     ratio = per_run_ratio(rows, results["unordered"], "deliveries_per_s")
                     if name in TARGETS:
                         target = f"≥ {TARGETS[name]}"
-                        measured = statistics.median(pair_ratios(rows, results["unordered"], "deliveries_per_s"))
+                        pairs = pair_ratios(rows, results["unordered"], "deliveries_per_s")
                         what = f"{name}: {label} / unordered, deliveries/s"
-                        verdicts.append(Verdict(what, measured, target, measured >= TARGETS[name]))
+                        verdicts.append(Verdict.ratio_at_least(what, pairs, TARGETS[name]))
                 print(
                     f"| {name} | {label} | {median(rows, 'deliveries_per_s'):,.0f} | {median(rows, 'per_cpu_s'):,.0f} "
                     f"| {cpu_cell(rows)} | {median(rows, 'p50_ms'):,.0f} | {median(rows, 'p99_ms'):,.0f} | "
@@ -128,8 +128,4 @@ if __name__ == "__main__":
     )
     a = parser.parse_args()
     harness.PORT = a.port
-    asyncio.run(
-        main(
-            a.runs, a.workloads.split(","), a.loop, a.skip_ceilings, a.scale, [int(n) for n in a.partitions.split(",")]
-        )
-    )
+    asyncio.run(main(a.runs, a.workloads.split(","), a.loop, a.skip_ceilings, a.scale, counts(a.partitions)))

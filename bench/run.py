@@ -61,7 +61,6 @@ def free_port() -> int:
 
 
 PORT = int(os.environ.get("WARREN_BENCH_PORT") or free_port())
-BROKER_PID = cpu.broker_pid(AMQP)  # its CPU per delivery is reported when the node runs on this machine
 PROFILE = os.environ.get("WARREN_BENCH_PROFILE")  # a directory: profile every worker with py-spy
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -159,7 +158,10 @@ async def start(cmd: list[str], log: Path, ready: bytes) -> asyncio.subprocess.P
 
 def cpu_seconds(processes: list[asyncio.subprocess.Process]) -> float:
     """User plus system CPU time the processes have used so far."""
-    return sum(cpu.process_seconds(process.pid) or 0.0 for process in processes)
+    seconds = [cpu.process_seconds(process.pid) for process in processes]
+    if None in seconds:
+        raise RuntimeError("a consumer process is gone: its CPU time cannot be read")
+    return sum(s for s in seconds if s is not None)
 
 
 def cpu_cell(rows: list[dict[str, float]]) -> str:
@@ -286,7 +288,8 @@ async def one_run(
                 slug = system.name.replace(" · ", "-").replace(" ", "")
                 await profile(process, Path(PROFILE) / f"{workload.name}-{slug}-{prefix}-{i}.txt")
         cpu_at_start = cpu_seconds(processes)  # after startup: imports and connecting are not per event
-        broker_at_start, machine_at_start = cpu.process_seconds(BROKER_PID), cpu.machine_busy_seconds()
+        broker = cpu.broker_pid(AMQP)  # looked up per run: another process may have restarted the node
+        broker_at_start, machine_at_start = cpu.process_seconds(broker), cpu.machine_busy_seconds()
         publisher = await asyncio.create_subprocess_exec(
             PY,
             str(ROOT / "bench" / "publisher.py"),
@@ -310,8 +313,8 @@ async def one_run(
             await asyncio.sleep(0.2)
             stats = await http("GET", "/stats")
         used = cpu_seconds(processes) - cpu_at_start
-        broker_now = cpu.process_seconds(BROKER_PID)
-        broker_used = -1.0 if broker_now is None or broker_at_start is None else broker_now - broker_at_start
+        broker_now = cpu.process_seconds(broker)
+        broker_used = None if broker_now is None or broker_at_start is None else broker_now - broker_at_start
         machine_used = cpu.machine_busy_seconds() - machine_at_start
         thousands = max(1e-9, stats["distinct_ok"] / 1000)
         records = 0
@@ -324,7 +327,7 @@ async def one_run(
         return {
             "per_cpu_s": stats["distinct_ok"] / max(1e-9, used),
             "worker_s_per_1k": used / thousands,
-            "broker_s_per_1k": broker_used / thousands if broker_used >= 0 else -1.0,  # -1: not on this machine
+            "broker_s_per_1k": -1.0 if broker_used is None else broker_used / thousands,  # -1: not on this machine
             "machine_s_per_1k": machine_used / thousands,
             "publish_per_s": published["rate"],
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
@@ -379,6 +382,11 @@ def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
+def counts(text: str) -> list[int]:
+    """A comma-separated list of counts, as the command lines take them (``1,2``, ``32,4``)."""
+    return [int(n) for n in text.split(",")]
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One of issue 13's targets, beside what this run measured."""
@@ -387,6 +395,12 @@ class Verdict:
     measured: float
     target: str  # "≥ 0.95", "< 50 ms"
     met: bool
+
+    @classmethod
+    def ratio_at_least(cls, what: str, pairs: list[float], floor: float) -> Verdict:
+        """The median of per-run ratios (``pair_ratios``) against a floor."""
+        measured = statistics.median(pairs)
+        return cls(what, measured, f"≥ {floor}", measured >= floor)
 
     def row(self) -> str:
         unit = " ms" if self.target.endswith("ms") else ""
@@ -495,9 +509,9 @@ async def main(
                         vs_bare = per_run_ratio(rows, bare_rows, "deliveries_per_s")
                     vs_bare_cpu = per_run_ratio(rows, bare_rows, "per_cpu_s")
                 if bare_rows and not rate and system == System(1, "uvloop") and name in ("happy", "slow"):
-                    ratio = statistics.median(pair_ratios(rows, bare_rows, "deliveries_per_s"))
+                    pairs = pair_ratios(rows, bare_rows, "deliveries_per_s")
                     what = f"{name}: 1 worker / bare loop, deliveries/s"
-                    verdicts.append(Verdict(what, ratio, f"≥ {VS_BARE_TARGET}", ratio >= VS_BARE_TARGET))
+                    verdicts.append(Verdict.ratio_at_least(what, pairs, VS_BARE_TARGET))
                 if rate and system.workers and name in P99_TARGET_MS:
                     p99, limit = median(rows, "p99_ms"), P99_TARGET_MS[name]
                     verdicts.append(Verdict(f"{name}: p99 at {rate:,.0f}/s", p99, f"< {limit:g} ms", p99 < limit))
@@ -553,7 +567,7 @@ if __name__ == "__main__":
     asyncio.run(
         main(
             a.runs,
-            [int(x) for x in a.workers.split(",")],
+            counts(a.workers),
             a.workloads.split(","),
             loops,
             a.skip_ceilings,
