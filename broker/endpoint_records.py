@@ -11,11 +11,15 @@ Fernet token under the store's keys (``[store] keys``, store/keys.py), and the r
 them with the same keys (any configured key opens a token, so keys rotate as the store's do). A record whose
 secrets are not sealed (written before they were) is refused where a secret is needed, with a clear error; the
 rest of its configuration still counts for ``warren setup``'s plan, which signs nothing.
+
+A secret that a rotation replaced carries its end (``"secret_expires"``, epoch seconds, one entry per secret):
+the worker stops signing with it then, by itself, so no sweep or re-announcement has to run on time.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,7 +32,7 @@ from pydantic import ValidationError
 from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
 from warren.topology.errors import WarrenError
-from warren.topology.secrets import UnresolvedSecrets
+from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
 
 __all__ = [
     "APPLY",
@@ -72,12 +76,14 @@ class EndpointRecord:
     by: str
     config: dict[str, Any] | None = None  # the endpoint as JSON (``apply`` only), its secrets sealed
     sealed: bool = True  # False: an apply record written before secrets were sealed (refused by endpoint_config)
+    secret_expires: tuple[float | None, ...] = ()  # each secret's end (epoch s), None while it has none
 
     @classmethod
     def applying(cls, endpoint: Endpoint, by: str, sealer: Sealer) -> EndpointRecord:
         config = endpoint.model_dump(mode="json", exclude_defaults=True)
         config["secret"] = [sealer.seal(text) for text in config["secret"]]
-        return cls(endpoint.name, APPLY, next_version(), by, config)
+        expires = tuple(secret.expires_at for secret in endpoint.secret)
+        return cls(endpoint.name, APPLY, next_version(), by, config, secret_expires=expires)
 
     @classmethod
     def removing(cls, name: str, by: str) -> EndpointRecord:
@@ -107,7 +113,12 @@ class EndpointRecord:
                 f"endpoint {self.endpoint!r}: its signing secrets open with none of [store] keys (a wrong key, or "
                 "the key that sealed them was removed); give this process the admin side's keys"
             ) from None
-        return self._validated({**config, "secret": opened})
+        try:
+            ends = [*self.secret_expires, *[None] * (len(opened) - len(self.secret_expires))]
+            secrets = SigningSecrets(tuple(WebhookSecret(text, end) for text, end in zip(opened, ends, strict=False)))
+        except SecretError as exc:
+            raise ValueError(f"endpoint {self.endpoint!r}: {exc}") from None
+        return self._validated({**config, "secret": secrets})
 
     def endpoint_layout(self) -> Endpoint:
         """The endpoint without its secrets (left sealed, never opened): enough to plan its RabbitMQ objects."""
@@ -133,6 +144,8 @@ class EndpointRecord:
             body["config"] = self.config
             if self.sealed:
                 body["sealed"] = SEALED_WITH
+            if any(end is not None for end in self.secret_expires):
+                body["secret_expires"] = list(self.secret_expires)
         return Message(orjson.dumps(body), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
 
     @classmethod
@@ -153,6 +166,9 @@ class EndpointRecord:
         sealed = data.get("sealed")
         if sealed is not None and sealed != SEALED_WITH:
             raise ValueError(f"secrets sealed with {sealed!r}, unknown here (this release knows {SEALED_WITH!r})")
+        expires = data.get("secret_expires", [])
+        if not isinstance(expires, list) or not all(_moment(end) for end in expires):
+            raise ValueError("secret_expires is a list of epoch seconds (or null)")
         return cls(
             endpoint,
             action,
@@ -160,7 +176,13 @@ class EndpointRecord:
             str(data.get("by", "")),
             config if action == APPLY else None,
             sealed=sealed is not None or action != APPLY,
+            secret_expires=tuple(None if end is None else float(end) for end in expires),
         )
+
+
+def _moment(value: object) -> bool:
+    """A secret's end as a record holds it: epoch seconds (a finite number, not a bool), or null."""
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value))
 
 
 def decode_record(message: AbstractIncomingMessage) -> EndpointRecord | None:

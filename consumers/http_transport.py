@@ -38,12 +38,14 @@ def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.Client
 
 
 def webhook_headers(endpoint: Endpoint, delivery: Delivery, timestamp: int) -> dict[str, str]:
-    """The Standard Webhooks request headers of one attempt, signed with every secret of the endpoint."""
+    """The Standard Webhooks request headers of one attempt, signed with every secret of the endpoint that signs
+    now (a rotated-out one until the end of its grace, checked here, where the signing happens)."""
+    signing = endpoint.secret.signing(time.time())
     return {
         "content-type": "application/json",
         "webhook-id": delivery.event_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature_header(endpoint.secret, delivery.event_id, timestamp, delivery.body),
+        "webhook-signature": signature_header(signing, delivery.event_id, timestamp, delivery.body),
     }
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Iterable
 
-from warren.topology.secrets import SigningSecrets, WebhookSecret
+from warren.topology.secrets import WebhookSecret
 
 __all__ = ["SIGNATURE_VERSION", "sign", "signature_header", "signed_content"]
 
@@ -29,6 +30,9 @@ def sign(secret: WebhookSecret, msg_id: str, timestamp: int, body: bytes) -> str
     return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode()}"
 
 
-def signature_header(secrets: SigningSecrets, msg_id: str, timestamp: int, body: bytes) -> str:
-    """The ``webhook-signature`` value: every secret signs (key rotation), space-separated, in secret order."""
+def signature_header(secrets: Iterable[WebhookSecret], msg_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value: every secret given signs (key rotation), space-separated, in their order.
+
+    The worker gives the secrets that sign now (``SigningSecrets.signing``): a rotated-out one ends on time.
+    """
     return " ".join(sign(secret, msg_id, timestamp, body) for secret in secrets)

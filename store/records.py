@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from warren.topology.config import Endpoint
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 __all__ = [
     "API",
@@ -94,13 +96,14 @@ def endpoint_options(endpoint: Endpoint) -> dict[str, Any]:
     return data
 
 
-def to_endpoint(stored: StoredEndpoint, secret_texts: list[str]) -> Endpoint:
-    """The Endpoint a worker serves: the stored fields and the secrets that still sign (newest first)."""
+def to_endpoint(stored: StoredEndpoint, secrets: Sequence[RevealedSecret]) -> Endpoint:
+    """The Endpoint a worker serves: the stored fields and the secrets that still sign (newest first), each
+    rotated-out one with its end, so that the worker stops signing with it then."""
     data: dict[str, Any] = {
         "name": stored.name,
         "url": stored.url,
         "events": list(stored.events),
-        "secret": secret_texts,
+        "secret": SigningSecrets(tuple(WebhookSecret(s.text, s.expires_at) for s in secrets)),
         **stored.options,
     }
     if "tenant" in Endpoint.model_fields:  # the tenant field arrives with the tenants work (issue 15 item 2)

@@ -218,12 +218,13 @@ class EndpointStore:
             if r.expires_at is None or r.expires_at > moment
         ]
 
-    async def rotate(self, name: str, secret: str, *, grace: float) -> StoredEndpoint | None:
+    async def rotate(self, name: str, secret: str, *, grace: float, now: float | None = None) -> StoredEndpoint | None:
         """``secret`` becomes the endpoint's newest; the ones before it keep signing for ``grace`` seconds more.
 
-        A secret already due to expire keeps its earlier expiry. None when there is no such endpoint.
+        A secret already due to expire keeps its earlier expiry. ``now`` is the rotation's moment (the clock's by
+        default): the ends the workers were told. None when there is no such endpoint.
         """
-        now = self._clock()
+        now = self._clock() if now is None else now
         async with self._session() as session, session.begin():
             row = await session.get(EndpointRow, name)
             if row is None:

@@ -60,11 +60,15 @@ class SecretError(WarrenError, ValueError):
 
 
 class WebhookSecret:
-    """One Standard Webhooks secret: the key bytes behind ``whsec_<base64>``."""
+    """One Standard Webhooks secret: the key bytes behind ``whsec_<base64>``.
 
-    __slots__ = ("_key",)
+    ``expires_at`` (epoch seconds) is set on a secret a rotation replaced: it signs until then, and the worker
+    stops signing with it at that moment by itself (``SigningSecrets.signing``), whatever else runs.
+    """
 
-    def __init__(self, text: str) -> None:
+    __slots__ = ("_key", "expires_at")
+
+    def __init__(self, text: str, expires_at: float | None = None) -> None:
         if not text.startswith(PREFIX):
             raise SecretError(f"a secret must start with {PREFIX!r} (Standard Webhooks form)")
         try:
@@ -74,6 +78,7 @@ class WebhookSecret:
         if len(key) < 16:
             raise SecretError("a secret needs at least 16 bytes of key material (24 base64 characters)")
         self._key = key
+        self.expires_at = expires_at
 
     @property
     def key(self) -> bytes:
@@ -88,25 +93,41 @@ class WebhookSecret:
 
     __str__ = __repr__
 
+    def signs_at(self, now: float) -> bool:
+        """Whether this secret still signs at ``now`` (epoch seconds): it has no end, or its end is later."""
+        return self.expires_at is None or now < self.expires_at
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, WebhookSecret) and other._key == self._key
+        return isinstance(other, WebhookSecret) and other._key == self._key and other.expires_at == self.expires_at
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return hash((self._key, self.expires_at))
 
 
 class SigningSecrets:
-    """The secrets an endpoint signs with: one, or several during a key rotation (every one signs)."""
+    """The secrets an endpoint signs with: one, or several during a key rotation (every one signs until it ends)."""
 
-    __slots__ = ("_secrets",)
+    __slots__ = ("_ends", "_secrets")
 
     def __init__(self, secrets: tuple[WebhookSecret, ...]) -> None:
         if not secrets:
             raise SecretError("at least one secret is needed")
         self._secrets = secrets
+        # The first moment a secret stops signing: before it, every secret signs and nothing is filtered.
+        self._ends = min((s.expires_at for s in secrets if s.expires_at is not None), default=None)
 
     def __iter__(self) -> Iterator[WebhookSecret]:
         return iter(self._secrets)
+
+    def signing(self, now: float) -> tuple[WebhookSecret, ...]:
+        """The secrets that sign at ``now`` (epoch seconds): the rotated-out ones only until their end.
+
+        Never empty: should every secret have ended (a rotation always leaves one without an end, so only a
+        hand-made list can do this), the newest still signs rather than sending a request nobody can verify.
+        """
+        if self._ends is None or now < self._ends:
+            return self._secrets
+        return tuple(s for s in self._secrets if s.signs_at(now)) or self._secrets[:1]
 
     def __len__(self) -> int:
         return len(self._secrets)

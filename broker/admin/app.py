@@ -315,7 +315,8 @@ async def _recover(request: web.Request) -> web.Response:
 
 
 async def _sweep(app: web.Application) -> None:
-    """Every SWEEP_INTERVAL: stop signing with rotated-out secrets whose grace period is over."""
+    """Every SWEEP_INTERVAL: drop from the store the rotated-out secrets whose grace period is over (workers
+    stopped signing with them at their end by themselves; this only tidies the store)."""
     while True:
         await asyncio.sleep(SWEEP_INTERVAL)
         handle = app[SERVICE]
@@ -324,10 +325,10 @@ async def _sweep(app: web.Application) -> None:
         try:
             expired = await handle.service.expire_secrets()
         except (WarrenError, *UNREACHABLE) as exc:
-            log.warning("rotated-out secrets not expired yet: %s", exc)
+            log.warning("expired secrets not dropped from the store yet: %s", exc)
             continue
         if expired:
-            log.info("stopped signing with expired secrets of %s", ", ".join(expired))
+            log.info("dropped the expired secrets of %s from the store", ", ".join(expired))
 
 
 def add_admin_routes(app: web.Application, config: WarrenConfig, applier: EndpointApplier | None = None) -> None:

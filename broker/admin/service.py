@@ -47,6 +47,7 @@ from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import BrokerUnavailable, ReplayError, TopologyError, WarrenError
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 from warren.topology.topics import topic_matches
 
 __all__ = [
@@ -231,7 +232,7 @@ class EndpointService:
                     409, FILE_MANAGED, f"endpoint {stored.name!r} is no longer in the file: run `warren setup`"
                 ) from None
         secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(stored.name))
-        return to_endpoint(stored, [s.text for s in secrets])
+        return to_endpoint(stored, secrets)
 
     async def with_stored_endpoints(self) -> WarrenConfig:
         """The configuration with the store's API endpoints beside the file's (for the CLI's list, show, pause)."""
@@ -309,15 +310,21 @@ class EndpointService:
             text = secret or new_signing_secret()
             current = await self.served(stored)
             keep = self.config.store.secret_grace if grace is None else grace
-            # Workers sign with the new secret and every current one from the apply on; the store follows.
+            now = time.time()
+            # Workers sign with the new secret and every current one from the apply on, each current one until
+            # its end (one already ending keeps its end), and stop by themselves then; the store follows.
+            kept = [
+                WebhookSecret(s.reveal(), now + keep if s.expires_at is None else min(s.expires_at, now + keep))
+                for s in current.secret
+            ]
             endpoint = self._endpoint(
                 {
                     **current.model_dump(exclude_unset=True, exclude={"secret"}),
-                    "secret": [text, *(s.reveal() for s in current.secret)] if keep > 0 else [text],
+                    "secret": SigningSecrets((WebhookSecret(text), *kept) if keep > 0 else (WebhookSecret(text),)),
                 }
             )
             await self._apply(endpoint)
-            rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep))
+            rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep, now=now))
             if rotated is None:
                 raise _not_found(name)
             return rotated, text
@@ -332,16 +339,13 @@ class EndpointService:
         return secrets
 
     async def expire_secrets(self) -> list[str]:
-        """Re-apply every endpoint whose rotated-out secret expired, so workers stop signing with it."""
+        """Tidy the store: drop the rotated-out secrets whose grace is over. Workers stopped signing with each at
+        its end by themselves (the announcement carried it), so nothing is re-applied."""
         done = []
         for name in await self._guarded(self.store.expired()):
             async with self._changing(name):
-                stored = await self._guarded(self.store.get(name))
-                if stored is None or stored.file_managed:
-                    continue
-                await self._apply(await self.served(stored))
-                await self._guarded(self.store.drop_expired(name))
-            done.append(name)
+                if await self._guarded(self.store.drop_expired(name)):
+                    done.append(name)
         return done
 
     async def set_state(self, name: str, action: str, reason: str | None = None) -> tuple[str, bool]:

@@ -27,6 +27,7 @@ from warren.consumers.worker import Worker
 from warren.store.keys import sealer_from
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 SECOND_SECRET = "whsec_" + base64.b64encode(b"a second signing key, 32 bytes!!").decode()
 
@@ -159,3 +160,24 @@ def test_a_record_written_unsealed_is_refused_for_signing_but_still_planned() ->
     # And a record sealed with a scheme this release does not know is not read
     with pytest.raises(ValueError, match="unknown here"):
         EndpointRecord.from_bytes(orjson.dumps({**orjson.loads(body), "sealed": "rot13"}))
+
+
+def test_a_record_carries_each_secrets_end_to_the_worker() -> None:
+    # Given an endpoint mid-rotation: the new secret, and the old one ending at a moment
+    sealer = sealer_from((TEST_STORE_KEY,))
+    secrets = SigningSecrets((WebhookSecret(SECOND_SECRET), WebhookSecret(TEST_SECRET, expires_at=1_800_000_000.5)))
+    endpoint = Endpoint(name="rot", url="http://127.0.0.1:9/rot", secret=secrets, events=("#",))
+    # When its record goes over the wire and a worker opens it
+    body = EndpointRecord.applying(endpoint, "test", sealer).to_message().body
+    opened = EndpointRecord.from_bytes(body).endpoint_config(sealer)
+    # Then the worker has both secrets, the old one with its end (and the record holds no secret in plain text)
+    ends = [(s.reveal(), s.expires_at) for s in opened.secret]
+    assert ends == [(SECOND_SECRET, None), (TEST_SECRET, 1_800_000_000.5)]
+    assert TEST_SECRET.encode() not in body and SECOND_SECRET.encode() not in body
+    # And a record of an endpoint without ends carries none; an end that is not a moment is refused
+    unrotated = endpoint.model_copy(update={"secret": SigningSecrets((WebhookSecret(TEST_SECRET),))})
+    plain = EndpointRecord.applying(unrotated, "test", sealer)
+    assert b"secret_expires" not in plain.to_message().body
+    for bad in ("soon", True, [1], {"at": 1}):
+        with pytest.raises(ValueError, match="secret_expires"):
+            EndpointRecord.from_bytes(orjson.dumps({**orjson.loads(body), "secret_expires": [bad]}))

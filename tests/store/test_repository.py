@@ -114,9 +114,13 @@ async def test_rotation_keeps_the_old_secret_signing_until_its_grace_period_ends
         rotated = await store.rotate("billing", new, grace=60)
         assert rotated is not None and [s.expires_at for s in rotated.secrets] == [None, clock.now + 60]
         # Then both sign, newest first, and the endpoint served carries both
-        texts = [s.text for s in await store.signing_secrets("billing")]
-        assert texts == [new, old]
-        assert len(to_endpoint(rotated, texts).secret) == 2
+        signing = await store.signing_secrets("billing")
+        assert [s.text for s in signing] == [new, old]
+        served = to_endpoint(rotated, signing).secret
+        assert [s.expires_at for s in served] == [None, clock.now + 60]
+        # (the endpoint served signs with the old one until its end, then with the new one alone)
+        assert len(served.signing(clock.now + 59.9)) == 2
+        assert [s.reveal() for s in served.signing(clock.now + 60)] == [new]
         assert await store.expired() == []
         # And once the grace period is over only the new one signs, and the old one is due for removal
         clock.now += 61

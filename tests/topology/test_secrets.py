@@ -157,3 +157,27 @@ def test_a_weak_literal_token_fails_even_for_a_command_that_serves_no_api(tmp_pa
     path.write_text('[api]\ntokens = ["short"]\n')
     with pytest.raises(ConfigError, match="at least 16"):
         load_config(path, api_tokens=False, inbound_secrets=False)
+
+
+def test_a_secret_with_an_end_signs_until_that_moment_and_never_after() -> None:
+    # Given the secrets of a rotation: the new one (no end) and the old one, ending at t=100
+    new = WebhookSecret("whsec_" + base64.b64encode(b"n" * 24).decode())
+    old = WebhookSecret("whsec_" + base64.b64encode(b"o" * 24).decode(), expires_at=100.0)
+    secrets = SigningSecrets((new, old))
+    # Then both sign before the end, and the new one alone from the end on (the end itself included)
+    assert secrets.signing(99.999) == (new, old)
+    assert secrets.signing(100.0) == (new,)
+    assert secrets.signing(1e12) == (new,)
+    # And the end is part of a secret's identity: the same key with another end is another secret
+    assert old != WebhookSecret(old.reveal(), expires_at=200.0) and old == WebhookSecret(old.reveal(), 100.0)
+    assert hash(old) != hash(WebhookSecret(old.reveal()))
+
+
+def test_secrets_whose_every_end_passed_still_sign_with_the_newest() -> None:
+    # Given a hand-made list whose every secret has ended (a rotation always leaves one without an end)
+    first = WebhookSecret("whsec_" + base64.b64encode(b"a" * 24).decode(), expires_at=10.0)
+    second = WebhookSecret("whsec_" + base64.b64encode(b"b" * 24).decode(), expires_at=20.0)
+    secrets = SigningSecrets((first, second))
+    # Then the ones still running sign, and once none is, the newest (the first) does rather than none
+    assert secrets.signing(15.0) == (second,)
+    assert secrets.signing(30.0) == (first,)
