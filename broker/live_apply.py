@@ -11,10 +11,12 @@ refused while the queues it would drop hold messages (as ``warren setup`` refuse
 record's signing secrets are sealed with the store's keys (``[store] keys``): apply needs them, and refuses without.
 
 Remove announces first (workers stop consuming and hand back what they hold), deletes the endpoint's exchange (no
-event reaches it any more), waits for its consumers to go, then deletes its queues only when empty; with
-``force`` it first moves what is left into the endpoint's DLQ. The DLQ of an unordered endpoint stays, bound to
-catch retries still travelling the delay chain (``warren setup --prune`` deletes it once empty); an ordered
-endpoint's empty DLQ goes with it (its retries wait in place, never in the delay chain).
+event reaches it any more), waits for its consumers to go, then deletes its queues and its DLQ: nothing of it is
+left that could collect events, and nothing a later endpoint of the same name could inherit. Without ``force`` it
+changes nothing while they hold messages; with ``force`` what they hold is discarded, and counted (``Removal``).
+Retries of the endpoint still travelling the delay chain come due under a queue name that is gone, and RabbitMQ
+drops them; should the name be reused by then, they reach the later endpoint's queue, and its workers deliver
+them only if the later endpoint serves their tenant (``Endpoint.receives_tenant``; the others are discarded).
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractConnection
+from aio_pika.abc import AbstractConnection
 
-from warren.broker import wire
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.channels import close_channel
@@ -49,7 +50,15 @@ from warren.topology.errors import EndpointNotEmpty, LiveApplyError, TopologyErr
 from warren.topology.plan import Plan
 from warren.topology.planner import consumed_queues, delay_levels, endpoint_plan, subscription_bindings
 
-__all__ = ["EndpointConfig", "EndpointNotEmpty", "LiveApplyError", "Settings", "apply_endpoint", "remove_endpoint"]
+__all__ = [
+    "EndpointConfig",
+    "EndpointNotEmpty",
+    "LiveApplyError",
+    "Removal",
+    "Settings",
+    "apply_endpoint",
+    "remove_endpoint",
+]
 
 log = logging.getLogger("warren.live_apply")
 
@@ -60,7 +69,18 @@ EndpointConfig = Endpoint
 # How long remove waits, past the workers' grace period, for the endpoint's consumers to go.
 CONSUMERS_GONE_SLACK = 2.0
 POLL = 0.02
-REMOVED_REASON = "endpoint removed with force"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What removing an endpoint discarded (only ``force`` discards): messages still queued, and dead letters."""
+
+    queued: int = 0
+    dead_letters: int = 0
+
+    @property
+    def discarded(self) -> int:
+        return self.queued + self.dead_letters
 
 
 @contextlib.asynccontextmanager
@@ -93,6 +113,13 @@ class _Layout:
     @property
     def exists(self) -> bool:
         return self.exchange or bool(self.consumed) or self.dlq is not None
+
+    def held(self, dlq: str) -> dict[str, int]:
+        """Queue -> ready messages, of the queues (the DLQ, named ``dlq``, among them) that hold any."""
+        held = {q: n for q, n in self.consumed.items() if n}
+        if self.dlq:
+            held[dlq] = self.dlq
+        return held
 
 
 async def _layout(connection: AbstractConnection, prefix: str, name: str) -> _Layout:
@@ -293,51 +320,59 @@ async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tup
 
 async def remove_endpoint(
     settings: Settings, name: str, *, force: bool, connection: AbstractConnection | None = None
-) -> None:
-    """Stop delivery to ``name`` everywhere, then delete its queues when empty.
+) -> Removal:
+    """Stop delivery to ``name`` everywhere, then delete its queues and its DLQ.
 
-    With ``force``, what its queues still hold is first moved into its dead-letter queue. Without it, raises
-    EndpointNotEmpty (and changes nothing) when its queues or its DLQ hold messages; and, when messages came
-    back from the workers as they stopped, raises it after stopping delivery, with every message still queued.
-    On ``connection`` when given, else on a connection of its own.
+    Without ``force``, raises EndpointNotEmpty (and changes nothing) when its queues or its DLQ hold messages;
+    and, when messages came back from the workers as they stopped, raises it after stopping delivery, with every
+    message still queued. With ``force``, what they hold is discarded: the Removal counts it. On ``connection``
+    when given, else on a connection of its own.
     """
     async with _connection(settings, connection, "warren-live-remove") as conn:
-        await _remove_on(conn, settings, name, force=force)
+        return await _remove_on(conn, settings, name, force=force)
 
 
-async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, name: str, *, force: bool) -> None:
+async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, name: str, *, force: bool) -> Removal:
     prefix = settings.broker.prefix
+    dlq = names.dlq(prefix, name)
     layout = await _layout(connection, prefix, name)
-    held = {q: n for q, n in layout.consumed.items() if n}
-    if layout.dlq:
-        held[names.dlq(prefix, name)] = layout.dlq
+    held = layout.held(dlq)
     if held and not force:
         listed = ", ".join(f"{q} ({n})" for q, n in sorted(held.items()))
         raise EndpointNotEmpty(
-            f"endpoint {name!r} holds messages ({listed}): nothing removed; remove it with force to move "
-            "them into its dead-letter queue, or let it drain first",
+            f"endpoint {name!r} holds messages ({listed}): nothing removed; let it drain (replay or purge its "
+            "dead letters), or remove it with force to discard them",
             held,
         )
     await _announce(connection, prefix, EndpointRecord.removing(name, _by()))
     if not layout.exists:
-        return
+        return Removal()
     channel = await connection.channel()
     try:
         await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-    ordered = any(not q.endswith(".q") for q in layout.consumed)
-    await _retire(connection, settings, name, list(layout.consumed), force=force)
-    await _dead_letters_after(connection, prefix, name, ordered=ordered)
+    queues = [*layout.consumed, *([dlq] if layout.dlq is not None else [])]
+    discarded = await _retire(connection, settings, name, queues, force=force)
+    removal = Removal(sum(n for q, n in discarded.items() if q != dlq), discarded.get(dlq, 0))
+    if removal.discarded:
+        log.warning(
+            "endpoint %s removed with force: %d queued message(s) and %d dead letter(s) discarded",
+            name,
+            removal.queued,
+            removal.dead_letters,
+        )
+    return removal
 
 
 async def _retire(
     connection: AbstractConnection, settings: WarrenConfig, endpoint: str, queues: list[str], *, force: bool
-) -> None:
-    """Delete queues no longer consumed, once their consumers left; with ``force`` move their messages first."""
-    prefix = settings.broker.prefix
+) -> dict[str, int]:
+    """Delete queues no longer consumed, once their consumers left: when empty, or with ``force`` whatever they
+    hold. Returns queue -> messages discarded with it (``force`` only)."""
     probe = QueueProbe(connection)
+    discarded: dict[str, int] = {}
     try:
         deadline = time.monotonic() + settings.delivery.grace_period + CONSUMERS_GONE_SLACK
         left: dict[str, int] = {}
@@ -351,21 +386,20 @@ async def _retire(
                     f"{settings.delivery.grace_period + CONSUMERS_GONE_SLACK:g}s after the fleet was told; "
                     "delivery from it is not stopped (a worker of an earlier release?): run the removal again"
                 )
-            if queue == names.work_queue(prefix, endpoint):
-                await _redirect_late_retries(connection, prefix, endpoint, queue)
             if force:
-                await _move_to_dlq(connection, prefix, endpoint, queue)
-            if not await _delete_if_empty(connection, queue):
+                discarded[queue] = await _delete(connection, queue)
+            elif not await _delete_if_empty(connection, queue):
                 left[queue] = (await probe.depth(queue) or depth).ready
         if left:
             listed = ", ".join(f"{q} ({n})" for q, n in sorted(left.items()))
             raise EndpointNotEmpty(
                 f"endpoint {endpoint!r}: delivery is stopped, but messages came back to {listed} as the workers "
-                "stopped; they are still queued: remove it again with force to move them into its dead-letter queue",
+                "stopped; they are still queued: remove it again with force to discard them",
                 left,
             )
     finally:
         await probe.close()
+    return {q: n for q, n in discarded.items() if n}
 
 
 async def _consumers_gone(probe: QueueProbe, queue: str, deadline: float) -> QueueDepth | None:
@@ -401,48 +435,16 @@ async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
             await close_channel(channel)
 
 
-async def _redirect_late_retries(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> None:
-    """Retries of ``queue`` still in the delay chain land in the endpoint's DLQ instead of a deleted queue.
-
-    The DLQ is bound first: a retry coming due between the two steps reaches both (a duplicate the receiver
-    drops by its id), never neither.
-    """
-    due, key = names.delay_due_exchange(prefix), f"#.{queue}"
+async def _delete(connection: AbstractConnection, queue: str) -> int:
+    """Delete ``queue`` whatever it holds; how many messages went with it (0 when it was gone already)."""
     channel = await connection.channel()
     try:
         raw = await channel.get_underlay_channel()
-        await raw.queue_bind(names.dlq(prefix, endpoint), due, key)
-        await raw.queue_unbind(queue, due, key)
-    except aiormq.exceptions.AMQPChannelError as exc:
-        raise TopologyError(f"endpoint {endpoint!r}: late retries of {queue} not redirected to its DLQ: {exc}") from exc
+        try:
+            deleted = await raw.queue_delete(queue)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return 0
+        return int(deleted.message_count or 0)
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-
-
-async def _move_to_dlq(connection: AbstractConnection, prefix: str, endpoint: str, queue: str) -> int:
-    """Every message of ``queue`` into the endpoint's DLQ: each one confirmed there before it is acked here."""
-    channel: AbstractChannel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-    moved = 0
-    try:
-        dlq = names.dlq(prefix, endpoint)
-        source = await channel.declare_queue(queue, passive=True)
-        now = int(time.time() * 1000)
-        while (message := await source.get(no_ack=False, fail=False)) is not None:
-            headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
-            headers.update({wire.H_DEAD_REASON: REMOVED_REASON, wire.H_DEAD_AT: now, wire.H_ENDPOINT: endpoint})
-            await publish_confirmed(channel.default_exchange, wire.onward(message, headers), dlq, what=f"{queue}→{dlq}")
-            await message.ack()
-            moved += 1
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
-    if moved:
-        log.warning("endpoint %s removed with force: %d message(s) of %s moved to its DLQ", endpoint, moved, queue)
-    return moved
-
-
-async def _dead_letters_after(connection: AbstractConnection, prefix: str, endpoint: str, *, ordered: bool) -> None:
-    """The DLQ of a removed endpoint: deleted when empty and ordered; else kept (it catches late retries)."""
-    if ordered:
-        await _delete_if_empty(connection, names.dlq(prefix, endpoint))

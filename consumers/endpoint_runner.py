@@ -155,10 +155,32 @@ class EndpointRunner(EndpointConsumers):
         except MalformedMessage as exc:
             await self.settler.dead_letter(message, None, f"malformed message: {exc}")
             return
+        if await self._discard_other_tenants(message, delivery):
+            return
         if self.ordered:
             await self._deliver_in_place(message, delivery)
         else:
             await self._deliver_once(message, delivery)
+
+    async def _discard_other_tenants(self, message: AbstractIncomingMessage, delivery: Delivery) -> bool:
+        """Discard an event of a tenant this endpoint does not serve (``Endpoint.receives_tenant``): True if so.
+
+        Routing never puts one in its queues; a retry of an earlier endpoint of the same name (deleted, the name
+        reused by another tenant) can, as it comes due under the queue's name. It reaches neither this
+        endpoint's URL nor its DLQ: it is acked, logged and counted (``discarded``).
+        """
+        if self.endpoint.receives_tenant(delivery.tenant):
+            return False
+        log.warning(
+            "discarded %s: an event of tenant %r, which endpoint %s does not serve (a retry of an earlier, deleted "
+            "endpoint of this name?)",
+            delivery.event_id,
+            delivery.tenant,
+            self.endpoint.name,
+            extra={"endpoint": self.endpoint.name},
+        )
+        await self.settler.ack(message, "discarded")
+        return True
 
     def _context(
         self,

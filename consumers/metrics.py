@@ -19,7 +19,8 @@ from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
 __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 
 OUTCOMES = ("delivered", "retry", "retry-in-place", "exhausted", "dead", "disabled", "parked")
-SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back")
+# "discarded": a message an earlier, deleted endpoint of the same name moved, never delivered (endpoint_runner.py)
+SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back", "discarded")
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "open": 2}
 ADMIN_STATES = ("active", "paused", "disabled")
 
@@ -137,7 +138,8 @@ class WorkerMetrics:
         )
         self.settlements = Counter(
             "warren_settlements",
-            "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back.",
+            "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back, discarded (moved "
+            "by an earlier, deleted endpoint of the same name).",
             ["endpoint", "how"],
             registry=r,
         )

@@ -132,6 +132,18 @@ class Endpoint(_Frozen):
             raise ValueError("burst applies only with a rate_limit")
         return self
 
+    def receives_tenant(self, tenant: str | None) -> bool:
+        """Whether an event of ``tenant`` (None: a tenant-less event) is one this endpoint may receive: its own
+        tenant's only; a platform endpoint tenant-less events, and every tenant's with ``all_tenants``.
+
+        Routing already holds to this (docs/architecture.md, "Tenants"); the worker checks it again before every
+        delivery, so that a message reaching the endpoint's queue by another way (a retry of an earlier endpoint
+        of the same name coming due after the name was reused) never goes to another tenant's URL.
+        """
+        if self.tenant is not None:
+            return tenant == self.tenant
+        return self.all_tenants or tenant is None
+
     @property
     def partition_count(self) -> int:
         if self.ordering == "none":

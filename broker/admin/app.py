@@ -62,6 +62,9 @@ __all__ = ["ADMIN_PREFIX", "SERVICE", "add_admin_routes", "admin_enabled", "is_a
 log = logging.getLogger("warren.api.admin")
 
 INVALID_REQUEST = "invalid_request"
+# The answer to a DELETE: what it discarded (only ``force`` discards): events still queued, and dead letters.
+DISCARDED_QUEUED = "Warren-Discarded-Queued"
+DISCARDED_DEAD_LETTERS = "Warren-Discarded-Dead-Letters"
 SWEEP_INTERVAL = 30.0  # seconds between checks for rotated-out secrets whose grace period is over
 
 M = TypeVar("M", bound=BaseModel)
@@ -193,8 +196,12 @@ async def _delete(request: web.Request) -> web.Response:
     force = request.query.get("force", "false")
     if force not in ("true", "false"):
         raise ApiError(422, INVALID_REQUEST, "force is true or false")
-    await service.delete(_name(request), force=force == "true")
-    return web.Response(status=204)
+    removal = await service.delete(_name(request), force=force == "true")
+    # 204 as before; what force discarded is counted in two headers, so that a deletion never drops silently.
+    return web.Response(
+        status=204,
+        headers={DISCARDED_QUEUED: str(removal.queued), DISCARDED_DEAD_LETTERS: str(removal.dead_letters)},
+    )
 
 
 async def _rotate(request: web.Request) -> web.Response:

@@ -9,11 +9,14 @@ on the admin side's one shared connection (``AdminLink``) when it is given one.
 from __future__ import annotations
 
 import importlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from warren.broker.admin.link import AdminLink
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import WarrenError
+
+if TYPE_CHECKING:
+    from warren.broker.live_apply import Removal
 
 __all__ = ["EndpointApplier", "LiveApplier", "LiveApplyMissing"]
 
@@ -28,8 +31,9 @@ class EndpointApplier(Protocol):
     async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
         """Declare the endpoint's objects and announce it to workers; idempotent."""
 
-    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
-        """Stop delivery and delete its objects; a clear WarrenError when it holds messages and not ``force``."""
+    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> Removal | None:
+        """Stop delivery and delete its objects, its DLQ too; a clear WarrenError when it holds messages and not
+        ``force`` (with ``force``, what it held is discarded and counted)."""
 
 
 class LiveApplier:
@@ -56,12 +60,13 @@ class LiveApplier:
         async with self.link.connection() as connection:
             await module.apply_endpoint(settings, endpoint, connection=connection)  # type: ignore[attr-defined]
 
-    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> None:
+    async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> Removal | None:
         module = self._module()
         if self.link is None:
-            await module.remove_endpoint(settings, name, force=force)  # type: ignore[attr-defined]
-            return
+            removal: Removal = await module.remove_endpoint(settings, name, force=force)  # type: ignore[attr-defined]
+            return removal
         async with self.link.connection() as connection:
-            await module.remove_endpoint(  # type: ignore[attr-defined]
+            removal = await module.remove_endpoint(  # type: ignore[attr-defined]
                 settings, name, force=force, connection=connection
             )
+            return removal

@@ -180,8 +180,9 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                 "delete": {
                     "operationId": "deleteEndpoint",
                     "summary": "Stop delivery and remove the endpoint",
-                    "description": "Its queues are removed only when empty (else 409 `refused`); with "
-                    "`force=true`, what is left is moved to its dead-letter queue first.",
+                    "description": "Its queues and its dead-letter queue are removed, only when empty (else 409 "
+                    "`refused`); with `force=true`, what they hold is discarded, and counted in the answer's headers. "
+                    "Nothing of it is left for an endpoint created later under the same name.",
                     "security": _SECURITY,
                     "parameters": [
                         _NAME,
@@ -191,7 +192,19 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                             "Remove even when it holds messages.",
                         ),
                     ],
-                    "responses": {"204": {"description": "Removed."}, **_errors("401", "404", "409", "422", "503")},
+                    "responses": {
+                        "204": {
+                            "description": "Removed.",
+                            "headers": {
+                                name: {"description": what, "schema": {"type": "integer", "minimum": 0}}
+                                for name, what in (
+                                    ("Warren-Discarded-Queued", "Events still queued for it, discarded (force)."),
+                                    ("Warren-Discarded-Dead-Letters", "Its dead letters, discarded (force)."),
+                                )
+                            },
+                        },
+                        **_errors("401", "404", "409", "422", "503"),
+                    },
                 },
             },
             one + "/rotate-secret": {

@@ -28,6 +28,7 @@ from warren.broker.dlq.recover import recover
 from warren.broker.events import Event
 from warren.broker.ingest.body import invalid, validation_problems
 from warren.broker.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
+from warren.broker.live_apply import Removal
 from warren.consumers.delivery import Delivery
 from warren.consumers.health.admin import AdminError, change_admin, read_views
 from warren.consumers.health.records import EndpointView, summary
@@ -285,19 +286,23 @@ class EndpointService:
                 raise _not_found(name)
             return updated
 
-    async def delete(self, name: str, *, force: bool = False) -> None:
-        """Stop delivery and remove the endpoint (its queues only when empty, unless ``force``)."""
+    async def delete(self, name: str, *, force: bool = False) -> Removal:
+        """Stop delivery and remove the endpoint with its queues and DLQ: only when they are empty, unless ``force``,
+        which discards what they hold (counted in the answer)."""
         async with self._changing(name):
             stored = await self.get(name)
             if stored.file_managed:
                 raise _file_managed(name)
             try:
-                await self.applier.remove_endpoint(self._settings(await self.served(stored)), name, force=force)
+                removal = await self.applier.remove_endpoint(
+                    self._settings(await self.served(stored)), name, force=force
+                )
             except BrokerUnavailable as exc:
                 raise ApiError(503, BROKER_UNAVAILABLE, f"not removed: {exc}") from exc
             except WarrenError as exc:
                 raise ApiError(409, REFUSED, f"not removed: {exc}") from exc
             await self._guarded(self.store.delete(name))
+            return removal or Removal()
 
     async def rotate(
         self, name: str, *, secret: str | None = None, grace: float | None = None

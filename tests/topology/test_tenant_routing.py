@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from warren.topology import names
-from warren.topology.config import ConfigError, WarrenConfig
+from warren.topology.config import ConfigError, Endpoint, WarrenConfig
 from warren.topology.plan import Binding
 from warren.topology.planner import endpoint_plan, plan_topology
 from warren.topology.topics import topic_matches
@@ -90,3 +90,25 @@ def test_bad_tenants_are_refused_naming_the_field(tmp_path: Any, fields: dict[st
     with pytest.raises(ConfigError) as caught:
         load_config(file)
     assert "endpoints[0] ('a')" in str(caught.value) and problem in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "all_tenants", "event_tenant", "receives"),
+    [
+        ("acme", False, "acme", True),  # its own tenant's event
+        ("acme", False, "globex", False),  # another tenant's: never
+        ("acme", False, None, False),  # a tenant-less (platform) event: never to a tenant's endpoint
+        (None, False, None, True),  # a platform endpoint: tenant-less events
+        (None, False, "acme", False),  # ...and no tenant's, unless it asks
+        (None, True, "acme", True),  # all_tenants: every tenant's
+        (None, True, None, True),  # ...and the tenant-less ones
+    ],
+)
+def test_an_endpoint_receives_only_the_tenants_it_serves(
+    tenant: str | None, all_tenants: bool, event_tenant: str | None, receives: bool
+) -> None:
+    endpoint = Endpoint.model_validate(
+        {"name": "e", "url": "http://127.0.0.1:9/e", "secret": SECRET, "events": ["#"], "tenant": tenant,
+         "all_tenants": all_tenants}
+    )  # fmt: skip
+    assert endpoint.receives_tenant(event_tenant) is receives

@@ -8,13 +8,17 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
+from aio_pika import Message
 
 from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
 from tests.support.processes import write_config
 from tests.support.topology import declare
+from warren.broker.connection import connect
 from warren.broker.live_apply import apply_endpoint
+from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 
 pytestmark = pytest.mark.timeout(120)  # four `warren` runs each; seconds apiece on a loaded machine
@@ -91,3 +95,39 @@ async def test_topology_show_live_without_a_broker_warns_and_shows_the_file(
     result = await warren("topology", "show", "--config", str(write_config(tmp_path, config)), "--live")
     assert result.code == 0, result.err
     assert "live endpoints not shown" in result.err and f"{config.broker.prefix}.ep.from-file" in result.out
+
+
+async def test_every_dlq_command_and_endpoint_show_serve_a_live_endpoint(
+    file_and_live: tuple[WarrenConfig, Path],
+) -> None:
+    config, path = file_and_live
+    c = ("--config", str(path))
+    # Given a dead letter in the live endpoint's DLQ (a worker put it there)
+    connection = await connect(config.broker.urls)
+    try:
+        channel = await connection.channel()
+        message = Message(
+            orjson.dumps({"id": "msg_dead1", "type": "order.paid", "timestamp": "2026-12-05T00:00:00Z", "data": {}}),
+            message_id="msg_dead1",
+            headers={"warren-dead-reason": "HTTP 400", "warren-dead-ms": 1_796_000_000_000},
+        )
+        await channel.default_exchange.publish(message, routing_key=names.dlq(config.broker.prefix, "from-api"))
+    finally:
+        await connection.close()
+    # When `warren dlq` lists, shows, replays (dry run) and purges it, and `warren endpoint show` reads it
+    listed = await warren("dlq", "list", "from-api", *c, "--json")
+    shown = await warren("dlq", "show", "from-api", "msg_dead1", *c, "--json")
+    dry = await warren("dlq", "replay", "from-api", *c, "--dry-run")
+    purged = await warren("dlq", "purge", "from-api", *c, "--yes")
+    endpoint = await warren("endpoint", "show", "from-api", *c, "--json")
+    unknown = await warren("dlq", "list", "nope", *c)
+    # Then each serves it as it serves a file endpoint (it used to be refused as unknown)
+    assert listed.code == 0, listed.err
+    assert [letter["event_id"] for letter in json.loads(listed.out)] == ["msg_dead1"]
+    assert shown.code == 0 and json.loads(shown.out)["event_id"] == "msg_dead1", shown.err
+    assert dry.code == 0 and "1 dead letter(s) would be moved" in dry.out, dry.err
+    assert purged.code == 0 and "purged 1 dead letter(s)" in purged.out, purged.err
+    assert endpoint.code == 0 and json.loads(endpoint.out)["endpoint"] == "from-api", endpoint.err
+    # And an unknown name is a usage error naming what exists, of the file and live
+    assert unknown.code == 2 and "unknown endpoint 'nope'" in unknown.err
+    assert "from-file" in unknown.err and "from-api" in unknown.err

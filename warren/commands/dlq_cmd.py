@@ -29,6 +29,7 @@ from warren.broker.dlq.shovel import shovel_name_stem
 from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueProbe
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
+from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -47,7 +48,7 @@ dlq_app = typer.Typer(
     no_args_is_help=True,
 )
 
-EndpointArg = Annotated[str, typer.Argument(help="Endpoint name, as in the configuration.")]
+EndpointArg = Annotated[str, typer.Argument(help="Endpoint name: one of the configuration file, or a live one.")]
 TypeOpt = Annotated[
     list[str] | None,
     typer.Option("--type", "-t", help="Event type or pattern ('order.*', 'order.#'); repeat for several."),
@@ -62,13 +63,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 ScanOpt = Annotated[
     int, typer.Option("--scan", min=1, max=MAX_SCAN, help="Read at most this many messages from the queue's head.")
 ]
-
-
-def _endpoint(config: WarrenConfig, name: str) -> str:
-    known = [e.name for e in config.endpoints]
-    if name not in known:
-        fail(f"unknown endpoint {name!r} (configured: {', '.join(known) or 'none'})", EXIT_USAGE)
-    return name
 
 
 def _selection(
@@ -141,7 +135,8 @@ def list_letters(
 ) -> None:
     """List an endpoint's dead letters without removing or reordering any."""
     cfg = load(config)
-    name = _endpoint(cfg, endpoint)
+    name = endpoint
+    with_endpoint(cfg, name)
     selection = _selection(types, since, until, None, limit)
     letters, depth = run(_read(cfg, name, scan))
     chosen = select(letters, selection, newest_first=newest)
@@ -164,7 +159,8 @@ def show_letter(
 ) -> None:
     """Print one dead letter whole: headers, envelope, attempt history."""
     cfg = load(config)
-    name = _endpoint(cfg, endpoint)
+    name = endpoint
+    with_endpoint(cfg, name)
     letters, depth = run(_read(cfg, name, scan))
     found = [letter for letter in letters if letter.event_id == event_id]
     if not found:
@@ -293,7 +289,8 @@ def replay(
     An interrupted replay loses nothing (at worst a duplicate): run it again.
     """
     cfg = load(config)
-    name = _endpoint(cfg, endpoint)
+    name = endpoint
+    with_endpoint(cfg, name)
     selection = _selection(types, since, until, ids, limit)
     try:
         seconds = parse_duration(timeout)
@@ -329,7 +326,8 @@ def purge(
 ) -> None:
     """Delete every dead letter of an endpoint for good (asks first)."""
     cfg = load(config)
-    name = _endpoint(cfg, endpoint)
+    name = endpoint
+    with_endpoint(cfg, name)
     queue = names.dlq(cfg.broker.prefix, name)
     if not yes:
         depth = run(_dlq_depth(cfg, name))

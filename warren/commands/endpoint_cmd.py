@@ -21,6 +21,7 @@ from rich.table import Table
 
 from warren.broker.dlq import parse_moment, recover
 from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
+from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
@@ -107,12 +108,6 @@ def _load(config: ConfigOption) -> WarrenConfig:
         return settings
 
 
-def _check_endpoint(config: WarrenConfig, name: str) -> None:
-    known = [e.name for e in config.endpoints]
-    if name not in known:
-        fail(f"unknown endpoint {name!r} (configured: {', '.join(known) or 'none'})", EXIT_USAGE)
-
-
 @endpoint_app.command("list")
 def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Every endpoint, the file's and the live ones (managed by: file or api): its state, why, since when,
@@ -159,8 +154,7 @@ def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> 
 @endpoint_app.command("show")
 def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """One endpoint in detail: admin state, circuit (failed probes, next probe), throttle, limits, queue."""
-    settings = _load(config)
-    _check_endpoint(settings, name)
+    settings = with_endpoint(_load(config), name)
 
     async def gather() -> tuple[EndpointView, int | None]:
         async with open_connection(settings) as connection:
@@ -213,8 +207,7 @@ def say(text: str) -> None:
 
 
 def _change(action: str, name: str, config: ConfigOption, reason: str | None) -> None:
-    settings = _load(config)
-    _check_endpoint(settings, name)
+    settings = with_endpoint(_load(config), name)
 
     async def apply() -> bool:
         async with open_connection(settings) as connection:
@@ -274,8 +267,7 @@ def recover_failed(
     Each is published to the endpoint again, confirmed, then removed from the DLQ; older ones stay. The admin
     API's POST /v1/endpoints/NAME/recover?since=... does the same.
     """
-    settings = _load(config)
-    _check_endpoint(settings, name)
+    settings = with_endpoint(_load(config), name)
     try:
         since_ms = parse_moment(since, datetime.now(UTC))
     except (ValueError, OverflowError) as exc:

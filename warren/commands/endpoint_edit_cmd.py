@@ -133,14 +133,20 @@ def update(
 def delete(
     name: NameArgument,
     force: Annotated[
-        bool, typer.Option("--force", help="Even when it holds messages: they go to its dead-letter queue first.")
+        bool,
+        typer.Option("--force", help="Even when it holds messages: its queued events and dead letters are discarded."),
     ] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Stop delivering to an endpoint and remove it (its queues only when empty, unless --force)."""
+    """Stop delivering to an endpoint and remove it with its queues and DLQ (only when empty, unless --force)."""
     settings = load(config)
-    _with_service(settings, lambda service: service.delete(name, force=force))
-    _say(f"{escape(name)}: deleted")
+    removal = _with_service(settings, lambda service: service.delete(name, force=force))
+    discarded = (
+        f"; discarded {removal.queued} queued event(s) and {removal.dead_letters} dead letter(s)"
+        if removal.discarded
+        else ""
+    )
+    _say(f"{escape(name)}: deleted, with its queues and dead-letter queue{discarded}")
 
 
 def rotate_secret(

@@ -11,6 +11,7 @@ import pytest
 
 from tests.broker.ingest.conftest import TOKEN, ApiServer, start_api
 from tests.support.store import store_postgres, store_url
+from warren.broker.live_apply import Removal
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.errors import WarrenError
 
@@ -37,10 +38,11 @@ class StandInApplier:
 
     async def remove_endpoint(
         self, settings: WarrenConfig, name: str, *, force: bool, connection: object = None
-    ) -> None:
+    ) -> Removal:
         if name in self.holding and not force:
-            raise WarrenError(f"{name} holds 3 messages: remove it with force to dead-letter them first")
+            raise WarrenError(f"{name} holds 3 messages: remove it with force to discard them")
         self.removed.append((name, force))
+        return Removal(queued=3) if name in self.holding else Removal()
 
 
 @dataclass
