@@ -50,6 +50,14 @@ async def depth_reaches(config: WarrenConfig, queue: str, wanted: int, timeout: 
         await asyncio.sleep(0.05)
 
 
+async def logged(worker: WorkerProcess, text: str, times: int, timeout: float = 15) -> None:
+    """Until the worker's log holds ``text`` ``times`` times (or fail with the log's end)."""
+    deadline = time.monotonic() + timeout
+    while worker.log_text().count(text) < times:
+        assert time.monotonic() < deadline, worker.log_text()[-3000:]
+        await asyncio.sleep(0.05)
+
+
 async def cli(*args: str) -> str:
     result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
     assert result.exit_code == 0, (result.output, result.exception)
@@ -119,10 +127,7 @@ async def test_retries_of_a_deleted_endpoint_coming_due_never_reach_another_tena
         assert again.status == 201, again.body
         assert time.monotonic() - attempted < 3, "the retries came due before the name was reused: no test"
         # Then the retries come due into B's queue, and B's worker discards each one: they are tenant A's events
-        deadline = time.monotonic() + 15
-        while worker.log_text().count("an event of tenant 'tenant-a'") < 3:
-            assert time.monotonic() < deadline, worker.log_text()[-3000:]
-            await asyncio.sleep(0.05)
+        await logged(worker, "an event of tenant 'tenant-a'", 3)
         # And B receives its own events, never one of A's
         ids_b = await publish(config, "tenant-b", 2)
         await receiver_b.wait_for(lambda r: set(ids_b) <= r.ok_ids(), timeout=15)
@@ -154,10 +159,7 @@ async def test_an_earlier_endpoints_leftover_queue_never_delivers_another_tenant
         await worker.start()
         await worker.wait_ready()
         # Then the earlier tenant's 2 events are discarded, never delivered, and its own events are
-        deadline = time.monotonic() + 15
-        while worker.log_text().count("an event of tenant 'old'") < 2:
-            assert time.monotonic() < deadline, worker.log_text()[-3000:]
-            await asyncio.sleep(0.05)
+        await logged(worker, "an event of tenant 'old'", 2)
         ids_new = await publish(config, "new", 2)
         await receiver.wait_for(lambda r: set(ids_new) <= r.ok_ids(), timeout=15)
         assert await worker.terminate() == 0  # a graceful stop: every ack is sent before it ends
