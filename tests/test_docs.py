@@ -11,6 +11,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.support.docs import blocks, sections
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = sorted([*ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("examples/*")])
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -73,3 +75,24 @@ def test_every_pip_install_names_the_distribution_and_extras_it_has() -> None:
             assert wanted <= extras, f"{where}: no extra {sorted(wanted - extras)} (pyproject has {sorted(extras)})"
             checked.append(where)
     assert any("receiving.md" in c and "[postgres]" in c for c in checked), checked  # the scan found them
+
+
+SHELL = ("sh", "")  # a block of commands: ```sh, or a plain fence
+
+
+def test_a_section_that_exports_variables_exports_every_env_name_its_configuration_reads() -> None:
+    # docs/endpoints.md's "Set up once" named env:WARREN_API_TOKEN and never exported it: `warren api` would not
+    # start. Wherever a section's shell lines export variables for its TOML, they export all it reads.
+    checked = []
+    for document in DOCUMENTS:
+        if document.suffix != ".md":
+            continue
+        for title, text in sections(document).items():
+            found = blocks(text)
+            exported = {n for b in found if b.info in SHELL for n in re.findall(r"^export (\w+)=", b.text, re.M)}
+            if not exported:
+                continue
+            read = {n for b in found if b.info == "toml" for n in re.findall(r"env:(\w+)", b.text)}
+            assert read <= exported, f"{document.name}, {title!r}: {sorted(read - exported)} never exported"
+            checked.append(title)
+    assert "Set up once" in checked
