@@ -1,5 +1,5 @@
 """The documentation's commands and snippets run as written, against the real RabbitMQ: what a new user copies
-first (docs/endpoints.md's "Set up once") works without anything added."""
+first (README.md's publishing script, docs/endpoints.md's "Set up once") works without anything added."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -14,12 +15,39 @@ import pytest
 
 from tests.broker.admin.flow_support import free_port
 from tests.support.cli import clean_env
-from tests.support.docs import ROOT, only_block
+from tests.support.dead_letters import wait_depth
+from tests.support.docs import ROOT, block_after, only_block
 from tests.support.rabbit import RabbitServer
+from tests.support.topology import declare
+from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(120)
 
 VENV_BIN = str(Path(sys.executable).parent)  # where `warren` is installed beside this Python
+
+
+async def test_the_readmes_publishing_script_publishes_and_exits_cleanly(
+    make_config: Callable[..., WarrenConfig], amqp_url: str, prefix: str, tmp_path: Path
+) -> None:
+    # Given the topology `warren setup` would declare, with an endpoint that takes order.paid
+    config = make_config([{"name": "shop", "url": "https://hooks.example/shop", "events": ["order.*"]}])
+    await declare(config)
+    script = tmp_path / "publish.py"
+    script.write_text(block_after(ROOT / "README.md", "Publishing from Python", "python"), encoding="utf-8")
+    # When the README's script runs as it is written, pointed at the test's broker by the variables it reads
+    env = clean_env({"WARREN_BROKER__URL": amqp_url, "WARREN_BROKER__PREFIX": prefix})
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    # Then it exits 0, saying so, with nothing on stderr (no "Event loop is closed" from an unclosed connection)
+    assert process.returncode == 0, err.decode()
+    assert out.decode().strip() == "10 of 10 confirmed"
+    assert err.decode() == ""
+    # And the one event and the ten are in the endpoint's queue
+    assert await wait_depth(config, names.work_queue(prefix, "shop"), 11) == 11
 
 
 async def _until_ready(process: asyncio.subprocess.Process, url: str, timeout: float = 60) -> None:
