@@ -6,7 +6,7 @@ exception rolls both back and sends the event to be retried (``NonRetryable``: s
 
 The module is imported from ``sys.path``. ``warren inbox`` is a console script, whose ``sys.path`` starts with
 the script's own directory, not the working directory: it calls ``import_from_working_directory`` first, so
-that a handler next to the configuration imports as it would under ``python -m``.
+that a handler in the directory it runs from imports as it would under ``python -m``.
 """
 
 from __future__ import annotations

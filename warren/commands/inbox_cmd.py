@@ -59,7 +59,7 @@ def inbox(
     unknown = sorted(set(chosen or ()) - {s.name for s in cfg.inbound})
     if unknown:
         fail(f"no inbound source named {', '.join(unknown)} in the configuration", EXIT_USAGE)
-    import_from_working_directory()  # handlers next to the configuration import as under `python -m`
+    import_from_working_directory()  # handlers in the directory it runs from import as under `python -m`
     for source in cfg.inbound:
         if chosen is None or source.name in chosen:
             try:
