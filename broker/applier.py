@@ -238,7 +238,7 @@ def _still_fed_warnings(
             fed.setdefault(record["destination"], []).append(record["source"])
     return [
         f"'{name}' is not in the plan but still bound from {', '.join(sorted(set(via)))}: it keeps receiving "
-        "events that no worker reads; `warren setup --prune` unbinds it (and deletes it when empty)"
+        "events that no worker reads; setup with --prune unbinds it (and deletes it when empty)"
         for name, via in sorted(fed.items())
     ]
 

@@ -41,6 +41,7 @@ from warren.topology.settings import (
     StoreSettings,
     WorkerSettings,
 )
+from warren.topology.unknown_keys import key_hint, section_keys
 
 __all__ = [
     "ApiSettings",
@@ -274,6 +275,8 @@ def _problems(error: ValidationError, data: dict[str, Any], overrides: dict[tupl
         if variable is not None:
             where += f" (set by {variable})"
         message = detail["msg"].removeprefix("Value error, ")
+        if detail["type"] == "extra_forbidden" and loc and (keys := section_keys(WarrenConfig, loc)) is not None:
+            message = "unknown key" + key_hint(str(loc[-1]), keys)
         problems.append(f"{where}: {message}" if where else message)
     return problems
 

@@ -13,27 +13,17 @@ configuration and are left alone.
 
 from __future__ import annotations
 
-import difflib
-import types
 from collections.abc import Mapping
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
+
+from warren.topology.unknown_keys import key_hint, model_of
 
 __all__ = ["ENV_PREFIX", "override_problems", "override_variables"]
 
 ENV_PREFIX = "WARREN_"
 DELIMITER = "__"
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    """The model a field holds (also inside ``X | None``), or None for a plain value or a list."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) in (Union, types.UnionType):
-        models = [m for m in map(_model_of, get_args(annotation)) if m is not None]
-        return models[0] if len(models) == 1 else None
-    return None
 
 
 def _is_sequence(annotation: Any) -> bool:
@@ -53,9 +43,7 @@ def override_variables(environ: Mapping[str, str], model: type[BaseModel]) -> di
 
 
 def _unknown(variable: str, what: str, word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1) or [c for c in sorted(choices) if word and c.startswith(word)]
-    hint = f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(sorted(choices))})"
-    return f"{variable}: {what} has no key '{word}'{hint}"
+    return f"{variable}: {what} has no key '{word}'{key_hint(word, choices)}"
 
 
 def _problem(variable: str, path: tuple[str, ...], model: type[BaseModel]) -> str | None:
@@ -75,7 +63,7 @@ def _problem(variable: str, path: tuple[str, ...], model: type[BaseModel]) -> st
                 f"{variable}: single entries of {label} cannot be overridden; set {whole} "
                 f'to the whole list as JSON (or, for a secret, write secret = "env:NAME" in the file)'
             )
-        inner = _model_of(field.annotation)
+        inner = model_of(field.annotation)
         if inner is None:
             return f"{variable}: {label} is a value, not a section with keys"
         current, where = inner, f"[{label}]"

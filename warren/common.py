@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -14,7 +15,7 @@ from warren.loop import run_interruptible, run_on_best_loop
 from warren.topology.config import ConfigError, WarrenConfig, load_config
 from warren.topology.errors import WarrenError, describe
 
-__all__ = ["ConfigOption", "console", "err_console", "fail", "load", "run"]
+__all__ = ["ConfigOption", "command_line", "console", "err_console", "fail", "load", "run"]
 
 T = TypeVar("T")
 
@@ -34,6 +35,13 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     # Escaped: messages quote names and binding keys such as [order.*], which rich would take for markup.
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def command_line(*words: str, config: Path | None = None) -> str:
+    """A ``warren`` command for a hint, as it can be pasted into a shell: ``words`` quoted, and the ``--config``
+    this command was given (without one, the next command finds the file the same way: $WARREN_CONFIG, else
+    ./warren.toml). Print it escaped (rich markup) and soft-wrapped (a line cut in two is not a command)."""
+    return shlex.join(["warren", *words, *(("--config", str(config)) if config is not None else ())])
 
 
 def load(path: Path | None, *, signing: bool = False, api: bool = False, inbound: bool = False) -> WarrenConfig:

@@ -7,6 +7,7 @@ on the control exchange, so every running worker applies it at once and a worker
 from __future__ import annotations
 
 import contextlib
+import shlex
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -30,7 +31,20 @@ __all__ = ["AdminError", "Change", "change_admin", "open_connection", "read_circ
 
 
 class AdminError(WarrenError):
-    """The requested change does not apply to the endpoint's current state (e.g. resume a disabled one)."""
+    """The requested change does not apply to the endpoint's current state (e.g. resume a disabled one).
+
+    ``text`` says ``{command}`` where the command that does apply goes, and ``command`` holds its words after
+    ``warren``: ``str()`` names it bare, and the CLI names it with the --config it was given.
+    """
+
+    def __init__(self, text: str, command: tuple[str, ...]) -> None:
+        self.text = text
+        self.command = command
+        super().__init__(self.naming(shlex.join(["warren", *command])))
+
+    def naming(self, command_line: str) -> str:
+        """The message, with ``command_line`` as the command to run."""
+        return self.text.replace("{command}", command_line)
 
 
 @contextlib.asynccontextmanager
@@ -111,11 +125,11 @@ async def change_admin(
     now, by, current = time.time(), _who(), view.admin_state
     if action == "pause":
         if current == DISABLED:
-            raise AdminError(f"{endpoint} is disabled; `warren endpoint enable {endpoint}` first")
+            raise AdminError(f"{endpoint} is disabled; `{{command}}` first", ("endpoint", "enable", endpoint))
         target, text = PAUSED, reason or "paused by an operator"
     elif action == "resume":
         if current == DISABLED:
-            raise AdminError(f"{endpoint} is disabled, not paused: use `warren endpoint enable {endpoint}`")
+            raise AdminError(f"{endpoint} is disabled, not paused: use `{{command}}`", ("endpoint", "enable", endpoint))
         target, text = ACTIVE, reason or "resumed by an operator"
     elif action == "disable":
         target, text = DISABLED, reason or "disabled by an operator"

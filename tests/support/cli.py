@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -57,3 +59,21 @@ def warren_sync(*args: str, env: dict[str, str] | None = None, timeout: float = 
     return subprocess.run(
         [sys.executable, "-m", "warren", *args], capture_output=True, text=True, timeout=timeout, env=clean_env(env)
     )
+
+
+def hinted(text: str, marker: str) -> list[str]:
+    """The ``warren`` command a hint prints on the line that says ``marker``: the first one in backticks there,
+    else all that follows ``marker``; split as a shell would. AssertionError when there is none."""
+    for line in text.splitlines():
+        if marker in line:
+            quoted = re.search(r"`(warren [^`]*)`", line)
+            words = shlex.split(quoted.group(1) if quoted else line.split(marker, 1)[1])
+            assert words[:1] == ["warren"], f"no warren command on the line of {marker!r}: {line}"
+            return words
+    raise AssertionError(f"no {marker!r} in:\n{text}")
+
+
+async def run_hinted(words: list[str], timeout: float = 40) -> Run:
+    """The hinted command run as printed (``warren`` being this Python's), in a child process."""
+    assert words[0] == "warren", words
+    return await warren(*words[1:], timeout=timeout)

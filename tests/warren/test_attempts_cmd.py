@@ -12,7 +12,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from tests.support.attempts import attempt, delivered
-from tests.support.cli import warren
+from tests.support.cli import hinted, run_hinted, warren
 from tests.support.processes import write_config
 from tests.support.store import store_postgres, store_url
 from warren.cli import app
@@ -78,3 +78,49 @@ async def test_without_a_store_the_command_says_where_the_log_lives(tmp_path: Pa
     path = write_config(tmp_path, WarrenConfig())
     result = await cli("attempts", "evt_1", "--config", str(path))
     assert result.exit_code == 2 and "[store] url" in result.output
+
+
+def event_column(out: str) -> list[str]:
+    """The event ids of the text view's rows, in order."""
+    return [line.split("│")[1].strip() for line in out.splitlines() if "│" in line]
+
+
+async def test_the_next_page_hint_runs_as_printed_and_pages_exactly(store_url: str, tmp_path: Path) -> None:
+    # Given five failed attempts at billing, three of them at the same moment (a batch a worker recorded at once),
+    # one delivered attempt (left out by --failed) and another endpoint's
+    now = round(time.time(), 6)
+    same = [attempt(event_id=f"evt_same_{i}", at=now - 10) for i in range(3)]
+    older = [attempt(event_id="evt_older_1", at=now - 20), attempt(event_id="evt_older_2", at=now - 30)]
+    ok = delivered(event_id="evt_ok", at=now - 15)
+    elsewhere = attempt(event_id="evt_audit", endpoint="audit", at=now - 10)
+    log = await AttemptLog.open(StoreSettings(url=store_url))
+    try:
+        await log.add_many([*same, *older, ok, elsewhere])
+    finally:
+        await log.close()
+    path = write_config(tmp_path, WarrenConfig(store={"url": store_url}))
+    newest_first = [e.event_id for e in sorted([*same, *older], key=lambda e: (e.at, e.id), reverse=True)]
+    # When the operator lists two at a time and runs each page's hint as it is printed
+    run = await warren("attempts", "--endpoint", "billing", "--failed", "--since", "1h", "--limit", "2", "--config",
+                       str(path))  # fmt: skip
+    pages = [run]
+    while "the next page: " in run.out:
+        command = hinted(run.out, "the next page: ")
+        assert command[command.index("--config") + 1] == str(path) and "--failed" in command
+        run = await run_hinted(command)
+        pages.append(run)
+    # Then every page worked, and together they hold each failed attempt once, newest first: the three at the
+    # same moment are split between two pages, none skipped, none repeated
+    assert all(page.code == 0 for page in pages), [page.err for page in pages]
+    assert [len(event_column(page.out)) for page in pages] == [2, 2, 1]
+    assert [event for page in pages for event in event_column(page.out)] == newest_first
+    # And the hint gave --since as the moment it meant, not "1h" again (which would have moved meanwhile)
+    assert "1h" not in hinted(pages[0].out, "the next page: ")
+
+
+async def test_a_cursor_that_is_not_one_is_a_usage_error(store_url: str, tmp_path: Path) -> None:
+    path = write_config(tmp_path, WarrenConfig(store={"url": store_url}))
+    result = await cli("attempts", "--endpoint", "billing", "--cursor", "nonsense", "--config", str(path))
+    assert result.exit_code == 2 and "--cursor: not a cursor of this list" in result.output
+    with_event = await cli("attempts", "evt_1", "--cursor", "x", "--config", str(path))
+    assert with_event.exit_code == 2 and "go with --endpoint" in with_event.output

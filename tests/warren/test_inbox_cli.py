@@ -17,14 +17,18 @@ import aiohttp
 
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table
+from warren.consumers.receiving.identity import Identity
+from warren.consumers.receiving.messages import encode_inbound
 from warren.consumers.receiving.stores.sqlite import SqliteStore
 from warren.consumers.signing import signature_header
+from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+WARREN_COMMAND = str(Path(sys.executable).parent / "warren")  # the console script pip installed beside Python
 
 
 def _env() -> dict[str, str]:
@@ -191,3 +195,74 @@ async def test_receive_and_inbox_processes_turn_ten_posts_into_one_effect(
                 process.send_signal(signal.SIGTERM)
         codes = [await asyncio.wait_for(p.wait(), 15) for p in (receive, inbox)]
     assert codes == [0, 0]
+
+
+# A user's handler module beside their configuration, and a helper it imports only when an event comes.
+HANDLER_MODULE = """
+from pathlib import Path
+
+
+def on_event(event, tx):
+    import handler_notes  # a neighbour, imported when the handler runs
+
+    Path("handled.txt").write_text(handler_notes.NOTE + event.id)
+"""
+
+
+async def test_inbox_imports_a_handler_from_the_directory_it_runs_in(
+    tmp_path: Path, make_config: Callable[..., WarrenConfig], amqp_url: str, prefix: str
+) -> None:
+    # Given a handler module in the working directory only (not on PYTHONPATH), and its inbound queue
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "user_hooks.py").write_text(HANDLER_MODULE, encoding="utf-8")
+    (app / "handler_notes.py").write_text('NOTE = "handled "\n', encoding="utf-8")
+    write_config(
+        app / "warren.toml", amqp_url=amqp_url, prefix=prefix, store="sqlite:///inbox.sqlite3",
+        handler="user_hooks:on_event",
+    )  # fmt: skip
+    config = make_config(inbound=[{"name": "partner", "verifier": "none", "id_field": "id", "handler": "m:f"}])
+    connection = await aio_pika.connect_robust(amqp_url)
+    try:
+        await declare_plan(connection, plan_topology(config))
+        channel = await connection.channel()
+        message = encode_inbound("partner", Identity("evt_cwd"), b'{"id": "evt_cwd"}', {}, "application/json")
+        await channel.default_exchange.publish(message, routing_key=names.inbound_queue(prefix, "partner"))
+    finally:
+        await connection.close()
+    # When `warren inbox` runs as a user runs it (the installed command: its sys.path starts with its own
+    # directory, where `python -m warren` would have put the working directory) from that directory
+    inbox = await asyncio.create_subprocess_exec(
+        WARREN_COMMAND, "inbox", "--config", "warren.toml", cwd=app, env=_env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        # Then it imports the handler and calls it, neighbour included
+        deadline = time.monotonic() + 30
+        while not (app / "handled.txt").exists() and inbox.returncode is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not (app / "handled.txt").exists():
+            if inbox.returncode is None:
+                inbox.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(inbox.communicate(), 15)
+            raise AssertionError(f"the handler was not called; warren inbox said:\n{err.decode()}")
+        assert (app / "handled.txt").read_text() == "handled evt_cwd"
+    finally:
+        if inbox.returncode is None:
+            inbox.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(inbox.communicate(), 15)
+
+
+def test_a_handler_module_not_found_says_where_python_looked_and_what_to_do(tmp_path: Path) -> None:
+    # Given a configuration naming a handler module that is in no directory of the import path
+    config = write_config(tmp_path / "warren.toml", handler="user_hooks_nowhere:on_event")
+    # When the inbox starts
+    result = subprocess.run(
+        [WARREN_COMMAND, "inbox", "--config", str(config)], capture_output=True, text=True, timeout=30,
+        env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    # Then the one line names the module, the path searched (the working directory first) and the fix
+    line = one_line_error(result, 2)
+    assert "no module named 'user_hooks_nowhere' on the import path" in line
+    assert f"(sys.path: {tmp_path}, " in line and "site-packages" in line
+    assert "run the command from the directory that holds user_hooks_nowhere.py" in line and "PYTHONPATH" in line

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.topology.config import StoreSettings
 
 if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
@@ -56,18 +56,46 @@ def _read_event(settings: StoreSettings, event_id: str) -> list[AttemptEntry]:
 
 
 def _read_endpoint(
-    settings: StoreSettings, endpoint: str, *, failed: bool, since: float | None, until: float | None, limit: int
+    settings: StoreSettings,
+    endpoint: str,
+    *,
+    failed: bool,
+    since: float | None,
+    until: float | None,
+    limit: int,
+    cursor: str | None,
 ) -> AttemptPage:
-    from warren.store.attempts import AttemptLog
+    from warren.store.attempts import AttemptLog, decode_cursor
+
+    if cursor is not None:
+        try:
+            decode_cursor(cursor)
+        except ValueError as exc:
+            fail(f"--cursor: {exc}", EXIT_USAGE)
 
     async def read() -> AttemptPage:
         log = await AttemptLog.open(settings)
         try:
-            return await log.for_endpoint(endpoint, failed_only=failed, since=since, until=until, limit=limit)
+            return await log.for_endpoint(
+                endpoint, failed_only=failed, since=since, until=until, limit=limit, cursor=cursor
+            )
         finally:
             await log.close()
 
     return run(read())
+
+
+Bounds = tuple[float | None, float | None]  # --since and --until as epoch seconds
+
+
+def _next_page(endpoint: str, failed: bool, bounds: Bounds, limit: int, cursor: str) -> list[str]:
+    """The arguments that print the next page: the same selection, its bounds as absolute times (``--since 1h``
+    would have moved by then), after the cursor (the last attempt's time and id: one at the same moment as it
+    is neither skipped nor shown again)."""
+    words = ["attempts", "--endpoint", endpoint, *(["--failed"] if failed else [])]
+    for option, moment in zip(("--since", "--until"), bounds, strict=True):
+        words += [option, _iso(moment)] if moment is not None else []
+    return [*words, "--limit", str(limit), "--cursor", cursor]
 
 
 def _json(entries: list[AttemptEntry]) -> list[dict[str, object]]:
@@ -104,14 +132,18 @@ def attempts(
     since: Annotated[str | None, typer.Option("--since", help=f"With --endpoint: at or after. {TimeHelp}")] = None,
     until: Annotated[str | None, typer.Option("--until", help=f"With --endpoint: before. {TimeHelp}")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=10_000, help="With --endpoint: at most.")] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="With --endpoint: the page after the one that printed it (as next_cursor)."),
+    ] = None,
     config: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """The attempt log: every delivery attempt of an event, or an endpoint's latest (kept store.attempt_retention)."""
     if (event_id is None) == (endpoint is None):
         fail("give an EVENT_ID or --endpoint NAME (one of the two)", EXIT_USAGE)
-    if event_id is not None and (failed or since or until):
-        fail("--failed, --since and --until go with --endpoint", EXIT_USAGE)
+    if event_id is not None and (failed or since or until or cursor):
+        fail("--failed, --since, --until and --cursor go with --endpoint", EXIT_USAGE)
     settings = load(config)
     if settings.store.url is None:
         fail("no store configured: set [store] url (docs/endpoints.md); the attempt log lives there", EXIT_USAGE)
@@ -127,9 +159,14 @@ def attempts(
         return
     assert endpoint is not None
     low, high = _moment(since, "--since"), _moment(until, "--until")
-    page = _read_endpoint(settings.store, endpoint, failed=failed, since=low, until=high, limit=limit)
+    page = _read_endpoint(settings.store, endpoint, failed=failed, since=low, until=high, limit=limit, cursor=cursor)
     if as_json:
-        data = {"endpoint": endpoint, "attempts": _json(page.entries), "more": page.next_cursor is not None}
+        data = {
+            "endpoint": endpoint,
+            "attempts": _json(page.entries),
+            "more": page.next_cursor is not None,
+            "next_cursor": page.next_cursor,  # the next page: --cursor
+        }
         typer.echo(json.dumps(data, indent=2))
         return
     if not page.entries:
@@ -137,7 +174,9 @@ def attempts(
         return
     _table(page.entries, first="event")
     if page.next_cursor:
-        console.print(f"[dim]the {limit} newest shown; --limit or --until {page.entries[-1].at:.3f} for more[/]")
+        following = command_line(*_next_page(endpoint, failed, (low, high), limit, page.next_cursor), config=config)
+        shown = "the next" if cursor else "the newest"
+        console.print(f"[dim]{shown} {limit} shown; the next page: {escape(following)}[/]", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

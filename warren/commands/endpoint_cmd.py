@@ -22,8 +22,8 @@ from rich.table import Table
 from warren.broker.dlq import parse_moment, recover
 from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
 from warren.commands.endpoint_names import with_endpoint
-from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
-from warren.consumers.health.admin import change_admin, open_connection, read_views, waiting
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
+from warren.consumers.health.admin import AdminError, change_admin, open_connection, read_views, waiting
 from warren.consumers.health.operator_events import iso
 from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
 from warren.topology.config import WarrenConfig
@@ -209,12 +209,17 @@ def say(text: str) -> None:
 def _change(action: str, name: str, config: ConfigOption, reason: str | None) -> None:
     settings = with_endpoint(_load(config), name)
 
-    async def apply() -> bool:
+    async def apply() -> bool | AdminError:
         async with open_connection(settings) as connection:
-            change = await change_admin(connection, settings, name, action, reason)
+            try:
+                change = await change_admin(connection, settings, name, action, reason)
+            except AdminError as exc:
+                return exc
             return bool(change.records)
 
     changed = run(apply())
+    if isinstance(changed, AdminError):
+        fail(changed.naming(command_line(*changed.command, config=config)))
     past = {"pause": "paused", "resume": "resumed", "disable": "disabled", "enable": "enabled"}[action]
     if not changed:
         console.print(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 
@@ -94,7 +94,8 @@ def create(
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
     _say(f"{escape(stored.name)}: created{owner}, applied to RabbitMQ and the workers")
     _say(f"  secret  {text}")
-    _say("  [dim](shown once; `warren endpoint secret NAME` reveals it again)[/]")
+    again = escape(command_line("endpoint", "secret", stored.name, config=config))
+    _say(f"  [dim](shown once; `{again}` reveals it again)[/]")
 
 
 def update(
@@ -122,7 +123,8 @@ def update(
     )  # fmt: skip
     new_tenant: str | bool | None = None if no_tenant else (tenant if tenant is not None else False)
     if not changes and new_tenant is False:
-        fail("nothing to change: give at least one option (see --help)", EXIT_USAGE)
+        listing = command_line("endpoint", "update", "--help")
+        fail(f"nothing to change: give at least one option (`{listing}` lists them)", EXIT_USAGE)
     stored = _with_service(settings, lambda service: service.update(name, changes, tenant=new_tenant))
     if as_json:
         typer.echo(json.dumps(stored.fields(), indent=2))

@@ -9,7 +9,7 @@ import typer
 
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
 from warren.consumers.receiving.errors import HandlerError
-from warren.consumers.receiving.handlers import load_handler
+from warren.consumers.receiving.handlers import import_from_working_directory, load_handler
 from warren.consumers.receiving.running import run_inbox, serve_receiver
 from warren.topology.config import WarrenConfig
 
@@ -59,6 +59,7 @@ def inbox(
     unknown = sorted(set(chosen or ()) - {s.name for s in cfg.inbound})
     if unknown:
         fail(f"no inbound source named {', '.join(unknown)} in the configuration", EXIT_USAGE)
+    import_from_working_directory()  # handlers in the directory it runs from import as under `python -m`
     for source in cfg.inbound:
         if chosen is None or source.name in chosen:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -11,7 +12,7 @@ from rich.table import Table
 from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
 from warren.broker.migration import PolicyCheck
 from warren.broker.prune import LeftoverOutcome
-from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.topology.config import WarrenConfig
 
 if TYPE_CHECKING:
@@ -81,8 +82,14 @@ def _migration_lines(report: SetupReport) -> None:
         _say(_policy_line(policy, report.dry_run or not report.ok))
 
 
-def render_report(report: SetupReport) -> None:
-    """The report as the CLI prints it: a count table, then what changes, leftovers and warnings."""
+def _hint(*words: str, config: Path | None) -> str:
+    return f"`{escape(command_line(*words, config=config))}`"
+
+
+def render_report(report: SetupReport, config: Path | None = None, options: tuple[str, ...] = ()) -> None:
+    """The report as the CLI prints it: a count table, then what changes, leftovers and warnings. The commands it
+    suggests name ``config``, the --config it was given; a dry run's says ``setup`` with its ``options`` but
+    --dry-run."""
     mode = " · dry run, nothing changed" if report.dry_run else ""
     _say(f"[bold]warren setup[/] · vhost '{escape(report.vhost)}' · prefix '{report.prefix}'{mode}")
     console.print(_summary_table(report))
@@ -96,7 +103,7 @@ def render_report(report: SetupReport) -> None:
             lines.append(f"  [red]differs[/] {check.kind} [bold]{escape(check.name)}[/]")
             lines += [f"      {escape(difference.describe())}" for difference in check.differences]
     if not listed:
-        hint = "[dim]`warren topology show` lists each[/]"
+        hint = f"[dim]{_hint('topology', 'show', '--live', config=config)} lists each[/]"
         lines.insert(0, f"  [green]{verb}[/] {len(report.to_create)} objects ({hint})")
     if lines:
         _say("\n".join(lines))
@@ -106,7 +113,8 @@ def render_report(report: SetupReport) -> None:
         for outcome in report.leftovers:
             _say(_leftover_line(outcome))
         if not report.prune:
-            _say("  [dim]`warren setup --prune` deletes them (queues only when empty; add --force for the rest)[/]")
+            prune = _hint("setup", "--prune", config=config)
+            _say(f"  [dim]{prune} deletes them (queues only when empty; add --force for the rest)[/]")
     for warning in report.warnings:
         _say(f"[yellow]warning:[/] {escape(warning)}")
     if not report.ok:
@@ -117,7 +125,8 @@ def render_report(report: SetupReport) -> None:
         doomed = sum(1 for x in report.leftovers if x.action == "would delete")
         also = f" and {doomed} leftovers deleted" if doomed else ""
         also += f" and {len(report.migrating)} queues migrated by policy" if report.migrating else ""
-        _say(f"Dry run: {len(report.to_create)} objects would be created{also}; run without --dry-run to apply.")
+        again = _hint("setup", *options, config=config)
+        _say(f"Dry run: {len(report.to_create)} objects would be created{also}; {again} applies it.")
     else:
         present = len(report.objects) - len(report.to_create) - len(report.migrating)
         deleted = f", {len(report.deleted)} leftovers deleted" if report.deleted else ""
@@ -186,9 +195,11 @@ def register(app: typer.Typer) -> None:
         if force and not prune:
             fail("--force only applies with --prune", EXIT_USAGE)
         outcome = run(_setup(settings, dry_run, prune, force, not skip_capacity_check))
+        flags = {"--prune": prune, "--force": force, "--skip-capacity-check": skip_capacity_check}
+        options = tuple(flag for flag, given in flags.items() if given)
         if isinstance(outcome, SetupFailed):
-            render_report(outcome.report)
+            render_report(outcome.report, config, options)
             fail(str(outcome))
-        render_report(outcome)
+        render_report(outcome, config, options)
         if settings.store.url is not None and not dry_run:
             render_reconciled(run(_reconcile(settings)))

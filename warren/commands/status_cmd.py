@@ -35,15 +35,21 @@ SOURCES = (
 )
 
 
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+# A figure only the management API has, missing: no sample of the queue yet (it answered: a queue just declared
+# has none for several seconds), or none at all (unreachable, or no metrics collected: the reason is printed).
+NO_SAMPLE = "-"
+NOT_KNOWN = "?"
 
 
-def _count(value: int | None) -> str:
-    return "?" if value is None else str(value)
+def _rate(value: float | None, missing: str) -> str:
+    return missing if value is None else f"{value:.1f}"
 
 
-def _endpoint_view(endpoint: EndpointStatus) -> RenderableType:
+def _count(value: int | None, missing: str) -> str:
+    return missing if value is None else str(value)
+
+
+def _endpoint_view(endpoint: EndpointStatus, missing: str) -> RenderableType:
     ordering = "ordered by key" if endpoint.ordering == "key" else "unordered"
     live = " · [cyan]live (api-managed)[/]" if endpoint.managed_by == "api" else ""
     heading = Text.from_markup(
@@ -59,19 +65,19 @@ def _endpoint_view(endpoint: EndpointStatus) -> RenderableType:
         table.add_row(
             name,
             str(queue.ready),
-            _count(queue.unacked),
+            _count(queue.unacked, missing),
             str(queue.consumers),
-            _rate(queue.in_rate),
-            _rate(queue.ack_rate),
+            _rate(queue.in_rate, missing),
+            _rate(queue.ack_rate, missing),
         )
     if len(endpoint.queues) > 1:
         table.add_row(
             Text("total", "bold"),
             str(endpoint.ready),
-            _count(endpoint.unacked),
+            _count(endpoint.unacked, missing),
             str(endpoint.consumers),
-            _rate(endpoint.rate("in_rate")),
-            _rate(endpoint.rate("ack_rate")),
+            _rate(endpoint.rate("in_rate"), missing),
+            _rate(endpoint.rate("ack_rate"), missing),
         )
     return Group(heading, table)
 
@@ -99,12 +105,13 @@ def render_status(status: Status) -> RenderableType:
         "bold",
     )
     parts: list[RenderableType] = [head, Text()]
+    missing = NOT_KNOWN if status.management_error else NO_SAMPLE  # `?` always comes with its reason, below
     for endpoint in status.endpoints:
-        parts += [_endpoint_view(endpoint), Text()]
+        parts += [_endpoint_view(endpoint, missing), Text()]
     parts += [_delay_view(status), Text()]
     note = SOURCES
     if status.management_error:
-        note += f"\nunacked counts and rates unavailable: {status.management_error}"
+        note += f"\n{NOT_KNOWN}: unacked counts and rates unavailable: {status.management_error}"
     parts.append(Text(note, "dim"))
     return Group(*parts)
 

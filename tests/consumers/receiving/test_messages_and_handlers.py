@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from unittest.mock import Mock
 
@@ -61,10 +62,17 @@ def test_decode_counts_attempts_and_a_replay_resets_them() -> None:
     assert decode_inbound(replayed, "shop").attempt == 0
 
 
-def test_load_handler() -> None:
+def test_load_handler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_handler("tests.support.inbox_handlers:record").__name__ == "record"
-    with pytest.raises(HandlerError, match="cannot import"):
+    with pytest.raises(HandlerError, match=r"no module named 'no_such_module_abc' on the import path .*PYTHONPATH"):
         load_handler("no_such_module_abc:f")
+    with pytest.raises(HandlerError, match=r"no module named 'nope' in the package tests\.support \(/"):
+        load_handler("tests.support.nope:f")
+    # A module that is found but imports one that is missing says so as it is: the fix is not the path
+    (tmp_path / "handler_with_a_missing_dependency.py").write_text("import no_such_dependency_abc\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(HandlerError, match="cannot import handler_with_a_missing_dependency: No module named 'no_such"):
+        load_handler("handler_with_a_missing_dependency:f")
     with pytest.raises(HandlerError, match="no attribute 'nope'"):
         load_handler("tests.support.inbox_handlers:nope")
     with pytest.raises(HandlerError, match="not callable"):
