@@ -203,7 +203,7 @@ class _Watch:
                 raise ReplayError(
                     f"replay of {endpoint} not finished after {timeout:g}s ({min(moved, self.total)} of "
                     f"{self.total} moved); shovel {self.name} carries on inside RabbitMQ and removes itself when "
-                    f"done: run `warren dlq replay {endpoint}` again to watch it to its end"
+                    f"done: replay the endpoint again (the same command) to watch it to its end"
                 )
             if problem is not None:
                 await self.api.delete_shovel(self.name)

@@ -221,6 +221,8 @@ async def test_a_dlq_with_a_delivery_limit_is_not_read(down: tuple[WarrenConfig,
     # Then the command refuses, says why, and the message was never delivered
     assert refused.code == 1 and "delivery limit of 5" in refused.err
     assert await wait_depth(config, dlq, 1) == 1
+    # And the command it suggests names this configuration (it runs as printed: tests/warren/test_cli_hints.py)
+    assert f"`warren setup --config {path}`" in " ".join(refused.err.split())
 
 
 async def test_an_80_column_terminal_keeps_each_id_whole_and_the_last_error(down: tuple[WarrenConfig, Path]) -> None:
@@ -255,7 +257,7 @@ async def test_scan_reads_only_the_head_and_says_so_up_to_its_cap(down: tuple[Wa
     # Then exactly the 5 at the head are listed, the table says the rest were not read, and the cap is refused
     assert [row["event_id"] for row in json.loads(rows.out)] == order[:5]
     assert table.code == 0, table.err
-    assert "5 shown of 12 dead letter(s) (only the first 5 of 12 were read: raise --scan)" in table.out
+    assert "5 shown of 12 dead letter(s) (only the first 5 of 12 were read: add --scan 12)" in table.out
     assert over_cap.code == 2 and "65535" in over_cap.err
     # And none was removed or moved
     assert await peek_ids(config, dlq) == order

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
@@ -30,7 +31,7 @@ from warren.broker.management import ManagementClient
 from warren.broker.queue_probe import QueueProbe
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
 from warren.commands.endpoint_names import with_endpoint
-from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
@@ -91,7 +92,7 @@ async def _with_broker(config: WarrenConfig, work: Callable[[AbstractConnection]
         await connection.close()
 
 
-async def _guard_delivery_limit(config: WarrenConfig, queue: str) -> None:
+async def _guard_delivery_limit(config: WarrenConfig, queue: str, path: Path | None) -> None:
     """Refuse to read a DLQ whose delivery limit is below Warren's: every read counts as a delivery there.
 
     Warren's own limit (2^31-1) cannot run out by reading (broker/dlq/browse.py); a lower one can.
@@ -106,19 +107,19 @@ async def _guard_delivery_limit(config: WarrenConfig, queue: str) -> None:
         fail(
             f"{queue} has a delivery limit of {limit} (its argument, a policy, or RabbitMQ 4.x's default): each "
             "read returns every message once and counts as a delivery, so reading it would eventually drop "
-            "messages. Run `warren setup` (it gives Warren's queues a limit of 2^31-1), and remove any lower "
-            "delivery-limit policy that matches the DLQ."
+            f"messages. Run `{command_line('setup', config=path)}` (it gives Warren's queues a limit of 2^31-1), "
+            "and remove any lower delivery-limit policy that matches the DLQ."
         )
 
 
-async def _read(config: WarrenConfig, endpoint: str, scan: int) -> tuple[list[DeadLetter], int]:
+async def _read(config: WarrenConfig, endpoint: str, scan: int, path: Path | None) -> tuple[list[DeadLetter], int]:
     queue = names.dlq(config.broker.prefix, endpoint)
-    await _guard_delivery_limit(config, queue)
+    await _guard_delivery_limit(config, queue, path)
     return await _with_broker(config, lambda c: browse(c, queue, scan=scan))
 
 
 def _scan_note(read: int, depth: int) -> str:
-    return f" (only the first {read} of {depth} were read: raise --scan)" if read < depth else ""
+    return f" (only the first {read} of {depth} were read: add --scan {min(depth, MAX_SCAN)})" if read < depth else ""
 
 
 @dlq_app.command("list")
@@ -138,7 +139,7 @@ def list_letters(
     name = endpoint
     with_endpoint(cfg, name)
     selection = _selection(types, since, until, None, limit)
-    letters, depth = run(_read(cfg, name, scan))
+    letters, depth = run(_read(cfg, name, scan, config))
     chosen = select(letters, selection, newest_first=newest)
     if as_json:
         typer.echo(json.dumps([letter.summary() for letter in chosen], indent=2, ensure_ascii=False))
@@ -161,7 +162,7 @@ def show_letter(
     cfg = load(config)
     name = endpoint
     with_endpoint(cfg, name)
-    letters, depth = run(_read(cfg, name, scan))
+    letters, depth = run(_read(cfg, name, scan, config))
     found = [letter for letter in letters if letter.event_id == event_id]
     if not found:
         queue = names.dlq(cfg.broker.prefix, name)
@@ -187,11 +188,11 @@ def _progress() -> Progress:
 
 
 async def _replay_filtered(
-    config: WarrenConfig, endpoint: str, selection: Selection, newest: bool, dry_run: bool, scan: int
+    config: WarrenConfig, endpoint: str, selection: Selection, newest: bool, dry_run: bool, scan: int, path: Path | None
 ) -> None:
     prefix = config.broker.prefix
     queue = names.dlq(prefix, endpoint)
-    await _guard_delivery_limit(config, queue)
+    await _guard_delivery_limit(config, queue, path)
     with _progress() as progress:
         task = progress.add_task("replay", total=None)
 
@@ -229,12 +230,12 @@ async def _replay_filtered(
     )
 
 
-async def _replay_all(config: WarrenConfig, endpoint: str, dry_run: bool, timeout: float) -> None:
+async def _replay_all(config: WarrenConfig, endpoint: str, dry_run: bool, timeout: float, path: Path | None) -> None:
     prefix = config.broker.prefix
     queue = names.dlq(prefix, endpoint)
     exchange = names.endpoint_exchange(prefix, endpoint)
     if dry_run:
-        await _guard_delivery_limit(config, queue)
+        await _guard_delivery_limit(config, queue, path)
         letters, depth = await _with_broker(config, lambda c: browse(c, queue))
         console.print(
             f"dry run: {depth} dead letter(s) would be moved from {queue} to {exchange} by a shovel "
@@ -297,9 +298,9 @@ def replay(
     except ValueError as exc:
         fail(f"--timeout: {exc}", EXIT_USAGE)
     if selection.narrows or newest:
-        run(_replay_filtered(cfg, name, selection, newest, dry_run, scan))
+        run(_replay_filtered(cfg, name, selection, newest, dry_run, scan, config))
     else:
-        run(_replay_all(cfg, name, dry_run, seconds))
+        run(_replay_all(cfg, name, dry_run, seconds, config))
 
 
 async def _dlq_depth(config: WarrenConfig, endpoint: str) -> int:
