@@ -23,6 +23,7 @@ __all__ = [
     "TENANT_PATTERN",
     "Event",
     "encode_event",
+    "envelope_bytes",
     "new_event_id",
     "validate_event_type",
     "validate_tenant",
@@ -109,12 +110,17 @@ class Event:
         return body
 
 
-def encode_event(event: Event, max_payload: int | None = None) -> Message:
-    """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+def envelope_bytes(event: Event) -> bytes:
+    """The envelope as JSON; EventError when the data is not JSON or nests deeper than orjson writes (254)."""
     try:
-        body = orjson.dumps(event.envelope())
+        return orjson.dumps(event.envelope())
     except TypeError as exc:
         raise EventError(f"event {event.id}: data is not JSON-serialisable: {exc}") from None
+
+
+def encode_event(event: Event, max_payload: int | None = None) -> Message:
+    """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+    body = envelope_bytes(event)
     if max_payload is not None and len(body) > max_payload:
         raise EventError(f"event {event.id}: envelope is {len(body)} bytes, over the limit of {max_payload}")
     headers: dict[str, Any] = {

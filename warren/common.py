@@ -36,6 +36,23 @@ def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     raise typer.Exit(code)
 
 
+def json_option(option: str, text: str) -> Any:
+    """A JSON option's value (``--data``), read as the ingest API reads a body: orjson (1,024 levels at most),
+    duplicate keys refused. A usage error otherwise, never a traceback."""
+    import orjson
+
+    from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        fail(f"{option} is not JSON: {exc}", EXIT_USAGE)
+    duplicate = duplicate_key(text, parsed)
+    if duplicate is not None:
+        fail(f"{option}: " + DUPLICATE_KEY.format(duplicate), EXIT_USAGE)
+    return parsed
+
+
 def load(path: Path | None, *, signing: bool = False, api: bool = False, inbound: bool = False) -> WarrenConfig:
     """The configuration, or exit 2 with one message naming the file, the field and the problem.
 

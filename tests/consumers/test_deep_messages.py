@@ -1,0 +1,67 @@
+"""Deeply nested message bodies at the worker: a dead letter with a clear reason, or a delivery; never a crash
+or a loop. Real RabbitMQ (raw AMQP messages on the events exchange) and a real receiver."""
+
+from __future__ import annotations
+
+import aio_pika
+import pytest
+
+from tests.consumers.test_delivery import dlq_messages
+from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
+from tests.support.receiver import Receiver
+from warren.broker import wire
+from warren.consumers.worker import Worker
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def envelope(event_id: str, data: bytes) -> bytes:
+    return b'{"id": "%s", "type": "x.y", "timestamp": "2026-01-01T00:00:00Z", "data": %s}' % (event_id.encode(), data)
+
+
+async def publish_raw(config: WarrenConfig, bodies: dict[str, bytes]) -> None:
+    """Each body as a raw AMQP message on the events exchange (a producer that bypassed the publisher)."""
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.events_exchange(config.broker.prefix))
+        for event_id, body in bodies.items():
+            await exchange.publish(aio_pika.Message(body, message_id=event_id), routing_key="x.y")
+    finally:
+        await connection.close()
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [pytest.param({"name": "ep"}, id="unordered"), pytest.param({"name": "ep", "ordering": "key"}, id="ordered")],
+)
+async def test_deep_bodies_are_dead_lettered_with_the_reason_or_delivered(
+    endpoint_config, receiver: Receiver, endpoint: dict[str, object]
+) -> None:
+    # Given three raw messages: 200,000 levels (beyond orjson), an envelope 1,000 levels deep (orjson reads it,
+    # the standard library's parser raised RecursionError) with its id twice, and one 300 levels deep (orjson
+    # reads it but writes at most 254 levels: TypeError) that is a good envelope
+    config = await endpoint_config([endpoint], delivery={"max_payload": 1 << 20})
+    good = envelope("deep-300", nested(300))
+    await publish_raw(
+        config,
+        {
+            "deep-200000": BEYOND_ORJSON,
+            "deep-1000": with_duplicate(envelope("deep-1000", nested(1000)), "id"),
+            "deep-300": good,
+        },
+    )
+    # When a worker takes them
+    async with Worker(config):
+        dead = await dlq_messages(None, config, "ep", 2)
+        await receiver.wait_for(lambda r: len(r.received) >= 1, 15)
+    # Then the two bad ones are dead letters at once, each saying why
+    reasons = {m.message_id: m.headers[wire.H_DEAD_REASON] for m in dead}
+    assert reasons.keys() == {"deep-200000", "deep-1000"}, reasons
+    assert reasons["deep-200000"].startswith("malformed message: body is not JSON"), reasons
+    assert reasons["deep-1000"] == "malformed message: body has a duplicate key 'id' in one JSON object", reasons
+    assert all(wire.H_ATTEMPT not in m.headers for m in dead)  # no attempt was made or counted
+    # And the good one was delivered as it was published, once
+    assert [(r.event_id, r.body) for r in receiver.received] == [("deep-300", good)]
