@@ -16,6 +16,7 @@ from warren.broker import wire
 from warren.topology import names
 from warren.topology.config_fields import TENANT_PATTERN, TENANT_RULE
 from warren.topology.errors import EventError
+from warren.topology.headers import MAX_HEADER_INT
 
 __all__ = [
     "EVENT_ID_PATTERN",
@@ -85,8 +86,8 @@ class Event:
             raise EventError("an ordering key is 1-200 bytes")
         if self.key is not None and wire.CONTROL_CHARACTERS.search(self.key):
             raise EventError(f"ordering key {self.key!r} holds control characters")
-        if self.sequence is not None and (isinstance(self.sequence, bool) or self.sequence < 0):
-            raise EventError("sequence is a non-negative integer")
+        if self.sequence is not None and (isinstance(self.sequence, bool) or not 0 <= self.sequence <= MAX_HEADER_INT):
+            raise EventError(f"sequence is an integer from 0 to {MAX_HEADER_INT} (a header holds no larger one)")
 
     @property
     def routing_key(self) -> str:

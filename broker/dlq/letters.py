@@ -13,6 +13,7 @@ import orjson
 
 from warren.broker import wire
 from warren.topology.headers import header_history, header_int, header_text
+from warren.topology.moments import iso_utc
 from warren.topology.redact import redact_urls
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
@@ -136,11 +137,9 @@ def dead_letter_from(
 
 
 def format_ms(ms: int | None) -> str | None:
-    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2024-05-01T12:00:00.123Z``)."""
-    if ms is None:
-        return None
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2024-05-01T12:00:00.123Z``); None when absent, and
+    when a header holds a number no date has (a letter is listed whatever its headers hold)."""
+    return None if ms is None else iso_utc(ms / 1000)
 
 
 def json_safe(value: Any) -> Any:

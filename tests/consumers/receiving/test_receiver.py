@@ -262,3 +262,12 @@ async def test_a_deeply_nested_body_is_a_400_or_accepted_never_a_500(
     else:
         message = await take(connection, names.inbound_queue(config.broker.prefix, "open"))
         assert message is not None and message.body == body
+
+
+async def test_a_sequence_no_amqp_header_holds_is_a_400(client: Client) -> None:
+    # Given a signed event whose sequence orjson reads (up to 2^64 - 1) but an AMQP header cannot hold
+    body = b'{"id": "msg_big", "type": "order.paid", "key": "o-1", "sequence": 18446744073709551615, "data": {}}'
+    # When it is POSTed, Then it is refused saying why (publishing it raised TypeError: a 500)
+    response = await client.post("/in/warren", data=body, headers=sw_headers(body, "msg_big"))
+    assert response.status == 400, await response.text()
+    assert "sequence" in (await response.json())["message"]

@@ -1,14 +1,17 @@
-"""Deeply nested message bodies at the worker: a dead letter with a clear reason, or a delivery; never a crash
-or a loop. Real RabbitMQ (raw AMQP messages on the events exchange) and a real receiver."""
+"""Messages from any AMQP client at the worker (deeply nested bodies, header values Warren never writes): a dead
+letter with a clear reason, or a delivery; never a crash or a loop. Real RabbitMQ (raw AMQP messages on the
+events exchange) and a real receiver."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import aio_pika
 import pytest
 
 from tests.consumers.test_delivery import dlq_messages
 from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
-from tests.support.receiver import Receiver
+from tests.support.receiver import Receiver, always
 from warren.broker import wire
 from warren.consumers.worker import Worker
 from warren.topology import names
@@ -21,14 +24,14 @@ def envelope(event_id: str, data: bytes) -> bytes:
     return b'{"id": "%s", "type": "x.y", "timestamp": "2026-01-01T00:00:00Z", "data": %s}' % (event_id.encode(), data)
 
 
-async def publish_raw(config: WarrenConfig, bodies: dict[str, bytes]) -> None:
+async def publish_raw(config: WarrenConfig, bodies: dict[str, bytes], headers: dict[str, Any] | None = None) -> None:
     """Each body as a raw AMQP message on the events exchange (a producer that bypassed the publisher)."""
     connection = await aio_pika.connect(config.broker.url)
     try:
         channel = await connection.channel(publisher_confirms=True)
         exchange = await channel.get_exchange(names.events_exchange(config.broker.prefix))
         for event_id, body in bodies.items():
-            await exchange.publish(aio_pika.Message(body, message_id=event_id), routing_key="x.y")
+            await exchange.publish(aio_pika.Message(body, message_id=event_id, headers=headers), routing_key="x.y")
     finally:
         await connection.close()
 
@@ -65,3 +68,28 @@ async def test_deep_bodies_are_dead_lettered_with_the_reason_or_delivered(
     assert all(wire.H_ATTEMPT not in m.headers for m in dead)  # no attempt was made or counted
     # And the good one was delivered as it was published, once
     assert [(r.event_id, r.body) for r in receiver.received] == [("deep-300", good)]
+
+
+@pytest.mark.parametrize(
+    ("attempt", "posts", "written"),
+    [
+        pytest.param(2**63 - 1, 1, 2**31 + 1, id="largest-header-integer"),  # one more is no header integer
+        pytest.param("\u0663", 3, 3, id="arabic-indic-three"),  # int() read it as 3 attempts made
+    ],
+)
+async def test_an_attempt_count_warren_never_wrote_is_settled_once(
+    endpoint_config, receiver: Receiver, attempt: object, posts: int, written: int
+) -> None:
+    # Given a raw message claiming an attempt count, to an endpoint answering 500 (3 attempts allowed)
+    receiver.behaviour = always(500)
+    config = await endpoint_config([{"name": "ep"}], retry={"base": "10ms", "cap": "20ms", "max_attempts": 3})
+    await publish_raw(config, {"counted": envelope("counted", b"{}")}, headers={wire.H_ATTEMPT: attempt})
+    # When a worker delivers it
+    async with Worker(config):
+        (letter,) = await dlq_messages(None, config, "ep", 1, timeout=20)
+    # Then the count is read as a count (capped at 2^31), or as none when it is not ASCII digits, and the message
+    # is dead-lettered as exhausted once the budget is spent. With 2^63 - 1 the move into the DLQ itself failed
+    # (TypeError: 2^63 is no header integer): handed back and POSTed again, up to delivery.max_handbacks times.
+    assert letter.headers[wire.H_DEAD_REASON].startswith("max_attempts (3) reached"), letter.headers
+    assert letter.headers[wire.H_ATTEMPT] == written
+    assert len(receiver.received) == posts
