@@ -110,7 +110,11 @@ def header_int(value: object) -> int | None:
 
 
 def header_history(value: object) -> tuple[dict[str, Any], ...]:
-    """The ``warren-history`` header: the last attempts, each a dict; empty when absent or unreadable."""
+    """The ``warren-history`` header: the last attempts, each a dict; empty when absent or unreadable.
+
+    Warren writes flat records (at, status, ms, error), so only their plain values are kept: orjson reads 1,024
+    levels but writes 254, and the history is written back with each retry (a deeper one made every move of the
+    message fail, and the DLQ tools' recursive rendering raise)."""
     text = header_text(value)
     if not text:
         return ()
@@ -118,4 +122,7 @@ def header_history(value: object) -> tuple[dict[str, Any], ...]:
         items = orjson.loads(text)
     except orjson.JSONDecodeError:
         return ()
-    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+    if not isinstance(items, list):
+        return ()
+    plain = (str, int, float, bool, type(None))
+    return tuple({k: v for k, v in i.items() if isinstance(v, plain)} for i in items if isinstance(i, dict))

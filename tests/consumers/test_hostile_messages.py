@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import aio_pika
+import orjson
 import pytest
 
 from tests.consumers.test_delivery import dlq_messages
@@ -93,3 +94,19 @@ async def test_an_attempt_count_warren_never_wrote_is_settled_once(
     assert letter.headers[wire.H_DEAD_REASON].startswith("max_attempts (3) reached"), letter.headers
     assert letter.headers[wire.H_ATTEMPT] == written
     assert len(receiver.received) == posts
+
+
+async def test_a_history_deeper_than_orjson_writes_is_settled_once(endpoint_config, receiver: Receiver) -> None:
+    # Given a raw message whose warren-history nests 300 levels (orjson reads it; writing it back with the next
+    # retry raised TypeError, so every move failed and the message was handed back and POSTed again)
+    receiver.behaviour = always(500)
+    config = await endpoint_config([{"name": "ep"}], retry={"base": "10ms", "cap": "20ms", "max_attempts": 2})
+    history = '[{"at": 1, "status": 503, "x": ' + "[" * 300 + "]" * 300 + "}]"
+    await publish_raw(config, {"deep-history": envelope("deep-history", b"{}")}, headers={wire.H_HISTORY: history})
+    # When a worker delivers it
+    async with Worker(config):
+        (letter,) = await dlq_messages(None, config, "ep", 1, timeout=20)
+    # Then its budget is spent once and it is dead-lettered, its history kept without the nested value
+    assert letter.headers[wire.H_DEAD_REASON].startswith("max_attempts (2) reached"), letter.headers
+    assert len(receiver.received) == 2
+    assert orjson.loads(letter.headers[wire.H_HISTORY])[0] == {"at": 1, "status": 503}
