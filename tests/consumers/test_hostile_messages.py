@@ -12,6 +12,7 @@ import pytest
 
 from tests.consumers.test_delivery import dlq_messages
 from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
+from tests.support.raw_amqp import NotUtf8
 from tests.support.receiver import Receiver, always
 from warren.broker import wire
 from warren.consumers.worker import Worker
@@ -110,3 +111,20 @@ async def test_a_history_deeper_than_orjson_writes_is_settled_once(endpoint_conf
     assert letter.headers[wire.H_DEAD_REASON].startswith("max_attempts (2) reached"), letter.headers
     assert len(receiver.received) == 2
     assert orjson.loads(letter.headers[wire.H_HISTORY])[0] == {"at": 1, "status": 503}
+
+
+async def test_a_header_that_is_not_utf8_travels_on_unchanged(endpoint_config, receiver: Receiver) -> None:
+    # Given a raw message with a header whose string is not UTF-8: pamqp reads it as bytes, which it cannot write,
+    # so every move into the delay chain or the DLQ raised TypeError and the message was handed back for ever
+    receiver.behaviour = always(500)
+    config = await endpoint_config([{"name": "ep"}], retry={"base": "10ms", "cap": "20ms", "max_attempts": 2})
+    odd = {"x-odd": NotUtf8(b"\xff\xfe"), "x-nested": {"inner": [NotUtf8(b"\xc3")]}}
+    await publish_raw(config, {"odd-header": envelope("odd-header", b"{}")}, headers=odd)
+    # When a worker delivers it
+    async with Worker(config):
+        (letter,) = await dlq_messages(None, config, "ep", 1, timeout=20)
+    # Then it is retried and dead-lettered as any other, its headers' bytes unchanged
+    assert letter.headers[wire.H_DEAD_REASON].startswith("max_attempts (2) reached"), letter.headers
+    assert len(receiver.received) == 2
+    assert bytes(letter.headers["x-odd"]) == b"\xff\xfe"
+    assert bytes(letter.headers["x-nested"]["inner"][0]) == b"\xc3"
