@@ -9,13 +9,12 @@ from typing import Any
 import orjson
 
 from warren.broker.events import Event
-from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+from warren.broker.strict_json import DUPLICATE_KEY, WRITTEN_DEPTH, duplicate_key, unwritable
 from warren.topology.errors import EventError
 
 __all__ = ["BadLine", "aread_event_lines", "event_from_fields", "parse_event_line", "read_event_lines"]
 
 _FIELDS = {"type", "data", "id", "key", "sequence", "tenant"}
-WRITTEN_DEPTH = 255  # orjson.dumps raises at this many levels of nesting (it reads 1,024)
 
 
 @dataclass(frozen=True)
@@ -57,26 +56,12 @@ def parse_event_line(number: int, raw: str | bytes) -> Event | BadLine | None:
     duplicate = duplicate_key(raw, fields)
     if duplicate is not None:
         return BadLine(number, DUPLICATE_KEY.format(duplicate))
-    if _unwritable(raw, fields):
+    if unwritable(raw, fields):
         return BadLine(number, f"nested too deeply to publish (at most {WRITTEN_DEPTH - 1} levels)")
     try:
         return event_from_fields(fields)
     except EventError as exc:
         return BadLine(number, str(exc))
-
-
-def _unwritable(raw: str | bytes, fields: dict[str, Any]) -> bool:
-    """Whether orjson, which reads 1,024 levels, cannot write this line back: the envelope nests its fields as
-    the line does, so publishing it would fail half-way through a file. Lines with fewer brackets than the
-    limit cannot be that deep, so only the rare others are encoded to find out."""
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    if data.count(b"[") + data.count(b"{") < WRITTEN_DEPTH:
-        return False
-    try:
-        orjson.dumps(fields)
-    except orjson.JSONEncodeError:
-        return True
-    return False
 
 
 def read_event_lines(lines: Iterable[str | bytes]) -> Iterator[Event | BadLine]:

@@ -20,9 +20,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DUPLICATE_KEY", "duplicate_key"]
+__all__ = ["DUPLICATE_KEY", "WRITTEN_DEPTH", "duplicate_key", "unwritable"]
 
 DUPLICATE_KEY = "duplicate key {!r} in one JSON object"
+WRITTEN_DEPTH = 255  # orjson.dumps raises at this many levels of nesting (it reads 1,024)
 
 # An object's brace, or a string with the colon after it when it is a key. Inside a string a brace is text,
 # so strings are matched whole; numbers, literals, brackets and commas are skipped over.
@@ -95,3 +96,17 @@ def duplicate_key(raw: bytes | str, parsed: Any = None) -> str | None:
         # scan, which is linear only over valid JSON (an unterminated string is scanned again from each quote).
         return None
     return _first_repeated(data)
+
+
+def unwritable(raw: bytes | str, parsed: Any) -> bool:
+    """Whether orjson, which read ``parsed`` from ``raw``, cannot write it back: nested ``WRITTEN_DEPTH`` levels
+    or more (the standard library's writer raises RecursionError at about 1,000 too). A text with fewer brackets
+    than that cannot be so deep, so only the rare others are encoded to find out."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") < WRITTEN_DEPTH:
+        return False
+    try:
+        orjson.dumps(parsed)
+    except orjson.JSONEncodeError:
+        return True
+    return False

@@ -350,3 +350,24 @@ async def test_times_no_date_holds_are_one_clear_line_or_unknown(down: tuple[War
         refused = await warren(path, "dlq", "list", "down", "--since", since)
         assert refused.code == 2 and "Traceback" not in refused.err, refused.err
     assert await wait_depth(config, names.dlq(config.broker.prefix, "down"), 2) == 2
+
+
+async def test_a_letter_deeper_than_json_is_written_is_shown(down: tuple[WarrenConfig, Path]) -> None:
+    # Given a dead letter as the worker makes of a body 1,000 levels deep with a repeated key (orjson reads it,
+    # json.dumps raised RecursionError in `dlq show`), with a byte-array header (json.dumps raised TypeError)
+    config, path = down
+    body = b'{"id": "deep-1", "type": "a.x", "timestamp": "t", "data": ' + b"[" * 1000 + b"]" * 1000 + b', "id": "x"}'
+    headers = {"warren-dead-reason": "malformed message: body has a duplicate key 'id'", "x-bytes": bytearray(b"\xff")}
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        await exchange.publish(aio_pika.Message(body, message_id="deep-1", headers=headers), routing_key="down")
+    finally:
+        await connection.close()
+    # When it is shown, as text and as JSON, Then both print it, the body as text
+    shown = await warren(path, "dlq", "show", "down", "deep-1")
+    assert shown.code == 0 and "duplicate key 'id'" in shown.out, shown.err
+    as_json = await warren(path, "dlq", "show", "down", "deep-1", "--json")
+    assert as_json.code == 0, as_json.err
+    assert json.loads(as_json.out)["envelope"] == {"raw": body.decode()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import re
 from decimal import Decimal
 
@@ -11,6 +12,7 @@ import orjson
 import pytest
 from rich.console import Console
 
+from tests.support.deep_json import nested
 from warren.broker import wire
 from warren.broker.dlq.browse import _version as broker_version
 from warren.broker.dlq.browse import holds_enough
@@ -235,3 +237,17 @@ def test_a_header_time_no_date_holds_is_listed_as_unknown(ms: int) -> None:
 )
 def test_the_broker_version_is_read_from_ascii_digits(text: object, version: tuple[int, ...]) -> None:
     assert broker_version(text) == version  # "4²" passed isdigit() and int() raised
+
+
+def test_a_letter_deeper_than_json_is_written_and_byte_array_headers_are_shown() -> None:
+    # Given a dead letter whose body orjson reads but nobody writes back (1,000 levels: the worker dead-letters
+    # such a body when it repeats a key), and headers holding bytes and a byte array
+    body = b'{"id": "e1", "type": "a.x", "data": ' + nested(1000) + b', "id": "e2"}'
+    headers = {**HEADERS, "x-bytes": bytearray(b"\xff"), "x-odd": b"\xc3"}
+    letter = dead_letter_from(0, body, headers, "e1", "a.x")
+    # Then `dlq show --json` and `dlq show` print it (RecursionError, and TypeError for the byte array, before)
+    whole = letter.whole()
+    assert whole["envelope"] == {"raw": body.decode()}
+    assert (whole["headers"]["x-bytes"], whole["headers"]["x-odd"]) == ("\ufffd", "\ufffd")
+    json.dumps(whole, indent=2, ensure_ascii=False)
+    Console(file=io.StringIO(), width=200, color_system=None).print(letter_detail(letter, 1, 1))
