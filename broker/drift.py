@@ -243,7 +243,7 @@ def compare(
     return checks
 
 
-_LEVEL = re.compile(r"\.delay\.l(\d+)(?:\.q)?$")
+_LEVEL = re.compile(r"\.delay\.l([0-9]+)(?:\.q)?$")  # ASCII: \d would read "l٣" (another script) as level 3
 
 
 def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:

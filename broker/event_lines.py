@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from warren.broker.events import Event
-from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+from warren.broker.strict_json import DUPLICATE_KEY, WRITTEN_DEPTH, duplicate_key, unwritable
 from warren.topology.errors import EventError
 
 __all__ = ["BadLine", "aread_event_lines", "event_from_fields", "parse_event_line", "read_event_lines"]
@@ -56,6 +56,8 @@ def parse_event_line(number: int, raw: str | bytes) -> Event | BadLine | None:
     duplicate = duplicate_key(raw, fields)
     if duplicate is not None:
         return BadLine(number, DUPLICATE_KEY.format(duplicate))
+    if unwritable(raw, fields):
+        return BadLine(number, f"nested too deeply to publish (at most {WRITTEN_DEPTH - 1} levels)")
     try:
         return event_from_fields(fields)
     except EventError as exc:

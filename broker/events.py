@@ -16,6 +16,7 @@ from warren.broker import wire
 from warren.topology import names
 from warren.topology.config_fields import TENANT_PATTERN, TENANT_RULE
 from warren.topology.errors import EventError
+from warren.topology.headers import MAX_HEADER_INT
 
 __all__ = [
     "EVENT_ID_PATTERN",
@@ -23,6 +24,7 @@ __all__ = [
     "TENANT_PATTERN",
     "Event",
     "encode_event",
+    "envelope_bytes",
     "new_event_id",
     "validate_event_type",
     "validate_tenant",
@@ -84,8 +86,8 @@ class Event:
             raise EventError("an ordering key is 1-200 bytes")
         if self.key is not None and wire.CONTROL_CHARACTERS.search(self.key):
             raise EventError(f"ordering key {self.key!r} holds control characters")
-        if self.sequence is not None and (isinstance(self.sequence, bool) or self.sequence < 0):
-            raise EventError("sequence is a non-negative integer")
+        if self.sequence is not None and (isinstance(self.sequence, bool) or not 0 <= self.sequence <= MAX_HEADER_INT):
+            raise EventError(f"sequence is an integer from 0 to {MAX_HEADER_INT} (a header holds no larger one)")
 
     @property
     def routing_key(self) -> str:
@@ -109,12 +111,17 @@ class Event:
         return body
 
 
-def encode_event(event: Event, max_payload: int | None = None) -> Message:
-    """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+def envelope_bytes(event: Event) -> bytes:
+    """The envelope as JSON; EventError when the data is not JSON or nests deeper than orjson writes (254)."""
     try:
-        body = orjson.dumps(event.envelope())
+        return orjson.dumps(event.envelope())
     except TypeError as exc:
         raise EventError(f"event {event.id}: data is not JSON-serialisable: {exc}") from None
+
+
+def encode_event(event: Event, max_payload: int | None = None) -> Message:
+    """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+    body = envelope_bytes(event)
     if max_payload is not None and len(body) > max_payload:
         raise EventError(f"event {event.id}: envelope is {len(body)} bytes, over the limit of {max_payload}")
     headers: dict[str, Any] = {

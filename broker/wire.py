@@ -22,14 +22,27 @@ __all__ = ["onward"]
 __all__ += _headers.__all__
 
 
+def _writable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return bytearray(value)
+    if isinstance(value, Mapping):
+        return {name: _writable(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [_writable(item) for item in value]
+    return value
+
+
 def onward(message: AbstractIncomingMessage, headers: Mapping[str, Any]) -> Message:
     """The same message with new headers, persistent: what a retry, a dead letter or a replay republishes.
 
-    The body is kept byte for byte (it is what gets signed), and so are the properties that identify it.
+    The body is kept byte for byte (it is what gets signed), and so are the properties that identify it, and
+    every header value: one that pamqp read as bytes (a string that is not UTF-8, which any AMQP client may
+    send) goes out as a byte array, since pamqp cannot write bytes (TypeError: every move of such a message
+    failed, and it was handed back again and again).
     """
     return Message(
         message.body,
-        headers=dict(headers),
+        headers={name: _writable(value) for name, value in headers.items()},
         message_id=message.message_id,
         type=message.type,
         content_type=message.content_type or "application/json",

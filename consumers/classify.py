@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
+from warren.consumers.retry_after import parse_retry_after
 from warren.consumers.transport import Outcome
 
 __all__ = ["Outcome", "Verdict", "classify", "parse_retry_after"]
@@ -37,19 +36,3 @@ def classify(status: int | None, error: str | None, retry_statuses: frozenset[in
     if 400 <= status < 500:
         return Verdict(Outcome.DEAD, f"HTTP {status}: the endpoint rejected the message")
     return Verdict(Outcome.RETRY, f"unexpected HTTP status {status}")
-
-
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds asked for by a ``Retry-After`` header (delta-seconds or HTTP-date); None when absent or bad."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

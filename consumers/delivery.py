@@ -12,7 +12,7 @@ import orjson
 from warren.broker import wire
 from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.topology.errors import WarrenError
-from warren.topology.headers import header_history, header_int
+from warren.topology.headers import MAX_COUNTED, header_history, header_int
 from warren.topology.redact import redact_urls
 
 __all__ = [
@@ -143,7 +143,7 @@ def parse_delivery(
         event_id=event_id,
         event_type=event_type,
         body=body,
-        attempts_made=0 if replayed else max(0, header_int(headers.get(wire.H_ATTEMPT)) or 0),
+        attempts_made=0 if replayed else min(MAX_COUNTED, max(0, header_int(headers.get(wire.H_ATTEMPT)) or 0)),
         # A replay starts a fresh budget, so its age counts from the replay, not from the first publish.
         published_ms=now_ms if replayed else _or(header_int(headers.get(wire.H_PUBLISHED)), now_ms),
         first_attempt_ms=None if replayed else (header_int(headers.get(wire.H_FIRST_ATTEMPT)) or None),

@@ -3,7 +3,9 @@
 Everything HTTP lives here: the aiohttp session, the Standard Webhooks headers, the egress guard
 (consumers/egress.py) and the bounds on what is read of a response. aiohttp's exceptions are mapped to
 short error texts here and nowhere else; an exception this module does not expect reaches the runner,
-which counts it as a failed attempt.
+which counts it as a failed attempt. Once a status has arrived nothing can do that: its headers are parsed by
+functions that never raise (``Retry-After``, consumers/retry_after.py) and a body that cannot be read is noted
+in the excerpt.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from warren.consumers.classify import classify, parse_retry_after
 from warren.consumers.delivery import Delivery
 from warren.consumers.egress import ForbiddenAddress, GuardedConnector, check_url_literal
 from warren.consumers.signing import signature_header
-from warren.consumers.transport import Outcome, SendResult
+from warren.consumers.transport import Outcome, SendResult, failed_result
 from warren.topology.config import Endpoint
 from warren.topology.redact import redact_urls
 
@@ -119,6 +121,21 @@ class HttpTransport:
             self._timeouts[(timeout, connect_timeout)] = client_timeout
         return client_timeout
 
+    async def _excerpt(self, response: aiohttp.ClientResponse) -> str:
+        """The start of the answer's body, at most ``body_limit`` bytes, as text.
+
+        The status has arrived by now and stands whatever happens to the body: a connection reset half-way, a
+        broken chunk, the total timeout. The excerpt is only for the attempt log, so a read that fails in any
+        way is noted there instead (catching every Exception is deliberate: none of them may turn an answered
+        attempt into a failed one; a cancellation still goes through)."""
+        if not self._body_limit:
+            return ""
+        try:
+            data = await response.content.read(self._body_limit)
+        except Exception as exc:
+            return f"[the body could not be read: {redact_urls(failed_result(exc).reason)}]"
+        return data.decode("utf-8", "replace")
+
     async def post(
         self,
         url: str,
@@ -141,15 +158,12 @@ class HttpTransport:
                 allow_redirects=False,
                 timeout=self._timeout(timeout, connect_timeout),
             ) as response:
-                excerpt = b""
-                if self._body_limit:
-                    excerpt = await response.content.read(self._body_limit)
                 return http_result(
                     response.status,
                     None,
                     time.monotonic() - started,
                     retry_after=response.headers.get("Retry-After"),
-                    excerpt=excerpt.decode("utf-8", "replace"),
+                    excerpt=await self._excerpt(response),
                     retry_statuses=retry_statuses,
                 )
         except ForbiddenAddress as exc:

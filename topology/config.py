@@ -164,6 +164,7 @@ class WarrenConfig(BaseSettings):
         env_prefix="WARREN_",
         env_nested_delimiter="__",
         case_sensitive=False,
+        allow_inf_nan=False,
     )
 
     broker: BrokerSettings = BrokerSettings()
@@ -310,6 +311,8 @@ def load_config(
         raise ConfigError(str(file), [f"cannot read: {exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(file), [f"not valid TOML: {exc}"]) from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise ConfigError(str(file), ["not valid TOML: nested too deeply"]) from None
     in_environment = f"{file} (with the WARREN_* environment)"
     if problems := override_problems(os.environ, WarrenConfig):
         raise ConfigError(in_environment, problems)
@@ -323,3 +326,7 @@ def load_config(
     except SettingsError as exc:
         # A WARREN_* variable holding malformed JSON (e.g. WARREN_ENDPOINTS='[{'): the environment's fault.
         raise ConfigError(in_environment, [str(exc)]) from None
+    except RecursionError:
+        # pydantic-settings reads a WARREN_* variable's JSON with the standard library, which recurses (the file
+        # cannot be the cause: tomllib read it whole above).
+        raise ConfigError(in_environment, ["a WARREN_* variable holds JSON nested too deeply"]) from None

@@ -90,7 +90,9 @@ EventPattern = Annotated[str, AfterValidator(_check_event_pattern)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # TOML writes inf and nan, and the environment "inf": no setting is infinite (the delay chain's levels, a
+    # timeout, a rate would overflow or never end), and nan compares false with every bound.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def _guessable(text: str, what: str) -> str | None:

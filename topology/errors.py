@@ -35,8 +35,7 @@ WarrenError
 ├── NameTaken                (store.repository) an endpoint of that name is stored already
 ├── LiveApplyMissing         (broker.admin.applier) this build cannot apply endpoints to RabbitMQ live
 ├── MalformedBatch           (broker.attempt_records) a message on the attempts queue is not a record batch
-├── _Poison                  (broker.attempt_writer) control flow: the store refuses a batch for what it holds
-└── _Duplicate               (broker.strict_json) control flow: a JSON object repeats a key
+└── _Poison                  (broker.attempt_writer) control flow: the store refuses a batch for what it holds
 """
 
 from __future__ import annotations

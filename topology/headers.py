@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 
+from warren.topology.digits import ascii_int
+
 __all__ = [
     "CONTROL_CHARACTERS",
     "H_ATTEMPT",
@@ -33,6 +35,8 @@ __all__ = [
     "H_SHOVELLED",
     "H_SOURCE",
     "H_TENANT",
+    "MAX_COUNTED",
+    "MAX_HEADER_INT",
     "NO_CONTROL_PATTERN",
     "RABBITMQ_DEATH_HEADERS",
     "header_history",
@@ -59,6 +63,11 @@ H_DELIVERY_COUNT = "x-delivery-count"  # set by quorum queues: how many times th
 H_SHOVELLED = "x-shovelled"  # added by a shovel with dest-add-forward-headers: marks a shovel replay [3.10.8]
 H_SOURCE = "warren-source"  # inbound: the configured source a received webhook came from
 H_REQUEST_HEADERS = "warren-request-headers"  # inbound: the HTTP request's headers (a table, names lowercased)
+
+MAX_HEADER_INT = 2**63 - 1  # an AMQP header integer is a signed 64-bit one: a larger value cannot be published
+# Attempt counts read from a header are taken as at most this: max_attempts is at most 1,000, and the count
+# written back (one more) must still be a header integer. 2^63 - 1 plus one made the DLQ move itself fail.
+MAX_COUNTED = 2**31
 
 # Characters no event id, type or ordering key may hold: C0 controls, DEL, C1 controls and the Unicode line
 # and paragraph separators. A newline in an id would reach an HTTP header (aiohttp refuses it) and a log line.
@@ -89,19 +98,23 @@ def header_text(value: object) -> str | None:
 
 
 def header_int(value: object) -> int | None:
-    """A header's value as an integer; None when absent or not a number (a bool is not one)."""
+    """A header's value as an integer; None when absent or not a number (a bool is not one).
+
+    Text (a raw AMQP client may send ``"3"``) counts when it is ASCII digits, with a ``-``: ``int()`` would also
+    read ``" 3"``, ``"1_000"`` and other scripts' digits (``"\\u0663"`` is 3)."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
         return value
-    try:
-        return int(header_text(value) or "")
-    except ValueError:
-        return None
+    return ascii_int(header_text(value) or "", signed=True)
 
 
 def header_history(value: object) -> tuple[dict[str, Any], ...]:
-    """The ``warren-history`` header: the last attempts, each a dict; empty when absent or unreadable."""
+    """The ``warren-history`` header: the last attempts, each a dict; empty when absent or unreadable.
+
+    Warren writes flat records (at, status, ms, error), so only their plain values are kept: orjson reads 1,024
+    levels but writes 254, and the history is written back with each retry (a deeper one made every move of the
+    message fail, and the DLQ tools' recursive rendering raise)."""
     text = header_text(value)
     if not text:
         return ()
@@ -109,4 +122,7 @@ def header_history(value: object) -> tuple[dict[str, Any], ...]:
         items = orjson.loads(text)
     except orjson.JSONDecodeError:
         return ()
-    return tuple(i for i in items if isinstance(i, dict)) if isinstance(items, list) else ()
+    if not isinstance(items, list):
+        return ()
+    plain = (str, int, float, bool, type(None))
+    return tuple({k: v for k, v in i.items() if isinstance(v, plain)} for i in items if isinstance(i, dict))

@@ -6,6 +6,8 @@ is stable: the same configuration always yields the same names (``warren setup``
 
 from __future__ import annotations
 
+from warren.topology.digits import is_ascii_digits
+
 __all__ = [
     "attempts_exchange",
     "attempts_queue",
@@ -177,7 +179,7 @@ def queue_endpoint(prefix: str, queue: str) -> str | None:
     if not queue.startswith(head):
         return None
     endpoint, _, tail = queue[len(head) :].rpartition(".")
-    if not endpoint or not (tail == "q" or (tail.startswith("p") and tail[1:].isdigit())):
+    if not endpoint or not (tail == "q" or (tail.startswith("p") and is_ascii_digits(tail[1:]))):
         return None
     return endpoint
 
@@ -200,4 +202,4 @@ def is_runtime_queue(prefix: str, queue: str) -> bool:
     if tail == "roster":
         return True
     partition, _, owner = tail.partition(".")
-    return owner == "owner" and partition.startswith("p") and partition[1:].isdigit()
+    return owner == "owner" and partition.startswith("p") and is_ascii_digits(partition[1:])

@@ -15,7 +15,7 @@ from warren.loop import run_interruptible, run_on_best_loop
 from warren.topology.config import ConfigError, WarrenConfig, load_config
 from warren.topology.errors import WarrenError, describe
 
-__all__ = ["ConfigOption", "command_line", "console", "err_console", "fail", "load", "run"]
+__all__ = ["ConfigOption", "command_line", "console", "err_console", "fail", "json_option", "load", "run"]
 
 T = TypeVar("T")
 
@@ -42,6 +42,23 @@ def command_line(*words: str, config: Path | None = None) -> str:
     this command was given (without one, the next command finds the file the same way: $WARREN_CONFIG, else
     ./warren.toml). Print it escaped (rich markup) and soft-wrapped (a line cut in two is not a command)."""
     return shlex.join(["warren", *words, *(("--config", str(config)) if config is not None else ())])
+
+
+def json_option(option: str, text: str) -> Any:
+    """A JSON option's value (``--data``), read as the ingest API reads a body: orjson (1,024 levels at most),
+    duplicate keys refused. A usage error otherwise, never a traceback."""
+    import orjson
+
+    from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        fail(f"{option} is not JSON: {exc}", EXIT_USAGE)
+    duplicate = duplicate_key(text, parsed)
+    if duplicate is not None:
+        fail(f"{option}: " + DUPLICATE_KEY.format(duplicate), EXIT_USAGE)
+    return parsed
 
 
 def load(path: Path | None, *, signing: bool = False, api: bool = False, inbound: bool = False) -> WarrenConfig:

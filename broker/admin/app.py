@@ -56,6 +56,7 @@ from warren.store.records import StoredEndpoint
 from warren.store.repository import UNREACHABLE, EndpointStore
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import WarrenError
+from warren.topology.moments import iso_utc
 
 __all__ = ["ADMIN_PREFIX", "SERVICE", "add_admin_routes", "admin_enabled", "is_admin_path"]
 
@@ -106,12 +107,6 @@ _ADMIN_TOKENS = web.AppKey("admin_tokens", tuple[bytes, ...])
 _MAX_BODY = web.AppKey("admin_max_body", int)
 
 
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _json(model: BaseModel, status: int = 200) -> web.Response:
     return web.Response(body=model.model_dump_json().encode(), status=status, content_type="application/json")
 
@@ -120,10 +115,10 @@ def _out(stored: StoredEndpoint, state: str) -> dict[str, Any]:
     return {
         **stored.fields(),
         "state": state,
-        "created_at": _iso(stored.created_at),
-        "updated_at": _iso(stored.updated_at),
+        "created_at": iso_utc(stored.created_at),
+        "updated_at": iso_utc(stored.updated_at),
         "secrets": [
-            SecretInfo(created_at=_iso(s.created_at) or "", expires_at=_iso(s.expires_at)) for s in stored.secrets
+            SecretInfo(created_at=iso_utc(s.created_at) or "", expires_at=iso_utc(s.expires_at)) for s in stored.secrets
         ],
     }
 
@@ -216,7 +211,7 @@ async def _reveal(request: web.Request) -> web.Response:
     service = await _service(request)
     secrets = await service.reveal(_name(request))
     shown = [
-        RevealedSecret(secret=s.text, created_at=_iso(s.created_at) or "", expires_at=_iso(s.expires_at))
+        RevealedSecret(secret=s.text, created_at=iso_utc(s.created_at) or "", expires_at=iso_utc(s.expires_at))
         for s in secrets
     ]
     return _json(RevealedSecrets(name=_name(request), secrets=shown))
@@ -256,7 +251,7 @@ async def _test(request: web.Request) -> web.Response:
 
 
 def _attempt(entry: AttemptEntry) -> AttemptOut:
-    return AttemptOut(**{**asdict(entry), "at": _iso(entry.at) or "", "failed": entry.failed})
+    return AttemptOut(**{**asdict(entry), "at": iso_utc(entry.at) or "", "failed": entry.failed})
 
 
 def _query(request: web.Request, model: type[M]) -> M:
@@ -313,7 +308,7 @@ async def _recover(request: web.Request) -> web.Response:
     return _json(
         RecoverOut(
             name=_name(request),
-            since=_iso(since_ms / 1000) or "",
+            since=iso_utc(since_ms / 1000) or "",
             recovered=report.moved,
             dlq_depth=report.depth,
             scanned=report.scanned,

@@ -51,6 +51,7 @@ PATIENCE = 30.0  # seconds a pass waits in all for ready messages that are slow 
 ARRIVAL_SETTLE = 0.05  # seconds for the callbacks of deliveries read with a declare-ok to run
 RETURN_PATIENCE = 2.0  # seconds a pass waits, after closing its channel, for what it gave back to be ready
 RETURN_POLL = 0.005  # seconds between two looks at the queue meanwhile
+_LEADING_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass
@@ -193,11 +194,10 @@ def _limit(definition: dict[str, Any], version: tuple[int, ...]) -> int | None:
 
 
 def _version(text: object) -> tuple[int, ...]:
-    parts = []
-    for part in str(text or "0").split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
+    """``(major, minor)`` of the management API's ``rabbitmq_version``: each part's leading ASCII digits (isdigit()
+    took "²", which int() refuses)."""
+    parts = str(text or "0").split(".")[:2]
+    return tuple(int(match[0]) if (match := _LEADING_DIGITS.match(part)) else 0 for part in parts)
 
 
 def _reported(info: dict[str, Any]) -> int | None:

@@ -12,7 +12,9 @@ from typing import Any
 import orjson
 
 from warren.broker import wire
+from warren.broker.strict_json import unwritable
 from warren.topology.headers import header_history, header_int, header_text
+from warren.topology.moments import iso_utc
 from warren.topology.redact import redact_urls
 
 __all__ = ["DeadLetter", "dead_letter_from", "format_ms", "json_safe"]
@@ -107,6 +109,8 @@ def dead_letter_from(
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
         envelope = None
+    if envelope is not None and unwritable(body, envelope):
+        envelope = None  # deeper than JSON is written back (`dlq show` raised RecursionError): shown as text
     fields = envelope if isinstance(envelope, dict) else {}
     # The envelope's key first. The hash header holds the key too, or the event id when the event has none
     # (Warren's publisher always sets it), so a header equal to the id is not shown as a key.
@@ -136,11 +140,9 @@ def dead_letter_from(
 
 
 def format_ms(ms: int | None) -> str | None:
-    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2024-05-01T12:00:00.123Z``)."""
-    if ms is None:
-        return None
-    moment = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds (``2024-05-01T12:00:00.123Z``); None when absent, and
+    when a header holds a number no date has (a letter is listed whatever its headers hold)."""
+    return None if ms is None else iso_utc(ms / 1000)
 
 
 def json_safe(value: Any) -> Any:
@@ -149,7 +151,7 @@ def json_safe(value: Any) -> Any:
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
-    if isinstance(value, bytes):
+    if isinstance(value, bytes | bytearray):  # a long string that is not UTF-8, or a byte array
         return redact_urls(value.decode("utf-8", "replace"))
     if isinstance(value, str):
         return redact_urls(value)

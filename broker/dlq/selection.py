@@ -8,17 +8,28 @@ from dataclasses import dataclass
 
 from warren.broker.dlq.letters import DeadLetter
 from warren.topology.durations import parse_duration
+from warren.topology.moments import within_range
 from warren.topology.topics import topic_matches
 
 __all__ = ["Selection", "parse_moment", "select"]
 
 
 def parse_moment(text: str, now: dt.datetime) -> int:
-    """A moment as epoch ms: ISO 8601 (naive means UTC), or a duration meaning that long ago (``15m``)."""
+    """A moment as epoch ms: ISO 8601 (naive means UTC), or a duration meaning that long ago (``15m``).
+
+    ValueError for anything else, and for a moment no date holds (``999999999d`` ago, year 0 with an offset):
+    such a moment would fail later, where it is printed.
+    """
     try:
-        return round((now.timestamp() - parse_duration(text)) * 1000)
+        seconds = now.timestamp() - parse_duration(text)
     except ValueError:
-        pass
+        seconds = _iso_seconds(text)
+    if not within_range(seconds):
+        raise ValueError(f"{text!r} is before year 1 or after year 9999")
+    return round(seconds * 1000)
+
+
+def _iso_seconds(text: str) -> float:
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -27,7 +38,7 @@ def parse_moment(text: str, now: dt.datetime) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return round(moment.timestamp() * 1000)
+    return moment.timestamp()
 
 
 @dataclass(frozen=True)

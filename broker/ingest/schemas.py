@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from warren.broker import wire
 from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN, TENANT_PATTERN
+from warren.topology.headers import MAX_HEADER_INT
 
 __all__ = [
     "EVENT_ID_PATTERN",
@@ -27,9 +28,10 @@ __all__ = [
     "FailedEvent",
     "FieldError",
     "Health",
+    "sendable",
 ]
 
-MAX_SEQUENCE = 2**63 - 1  # an AMQP signed 64-bit header value
+MAX_SEQUENCE = MAX_HEADER_INT  # an AMQP signed 64-bit header value
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson writes as a number; larger integers go through as text
 
 
@@ -60,6 +62,13 @@ def _exact(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
         return orjson.Fragment(str(value).encode())
     return value
+
+
+def sendable(value: JsonValue) -> JsonValue:
+    """Event data as pydantic read it, made safe to re-encode with orjson: ValueError on NaN or an overflowing
+    number (pydantic reads ``1e999`` as infinity, which orjson writes as null), and integers beyond 64 bits kept
+    digit for digit (orjson refuses them)."""
+    return _exact(value) if _scan(value) else value
 
 
 class _In(BaseModel):
@@ -105,7 +114,7 @@ class EventIn(_In):
     @classmethod
     def _sendable(cls, value: JsonValue) -> JsonValue:
         # The webhook body is re-encoded with orjson: keep every number exactly as the producer sent it.
-        return _exact(value) if _scan(value) else value
+        return sendable(value)
 
     @field_validator("sequence", mode="before")
     @classmethod

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from datetime import UTC, datetime
 from typing import Any
 
 import aiormq.exceptions
@@ -24,6 +23,7 @@ from warren.consumers.health.records import ACTIVE, ADMIN, CIRCUIT, CLOSED, OPEN
 from warren.consumers.health.records import DISABLED as DISABLED_STATE
 from warren.deadlines import within
 from warren.topology import names
+from warren.topology.moments import iso_utc
 
 __all__ = [
     "CIRCUIT_CLOSED",
@@ -125,11 +125,7 @@ class OperatorEvents:
             log.warning("%d operator event(s) could not be published", len(self.pending))
 
 
-def iso(ts: float | None) -> str | None:
-    """Epoch seconds as ISO 8601 UTC with milliseconds (None stays None)."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+iso = iso_utc  # epoch seconds as ISO 8601 UTC with milliseconds (None stays None, as does a moment out of range)
 
 
 def event_for(view: EndpointView, record: StateRecord) -> str | None:

@@ -17,6 +17,8 @@ from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.consumers.receiving.errors import IdentityError
 from warren.consumers.receiving.headers import header
 from warren.topology.config import InboundSource
+from warren.topology.digits import ascii_int
+from warren.topology.headers import MAX_HEADER_INT
 
 __all__ = ["MAX_ID_BYTES", "SOURCE_WIDE_KEY", "Identity", "field_at", "identify"]
 
@@ -36,13 +38,13 @@ class Identity:
 
 
 def field_at(document: Any, path: str) -> Any:
-    """The value at a dotted path (``data.order.id``; digits index lists), or raise KeyError."""
+    """The value at a dotted path (``data.order.id``; ASCII digits index lists), or raise KeyError."""
     node = document
     for part in path.split("."):
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
+        elif isinstance(node, list) and (index := ascii_int(part)) is not None and index < len(node):
+            node = node[index]
         else:
             raise KeyError(path)
     return node
@@ -98,8 +100,12 @@ def identify(source: InboundSource, headers: Mapping[str, str], body: bytes) -> 
     if source.sequence_field is not None:
         raw_seq = from_body(source.sequence_field, "the sequence")
         if raw_seq is not _MISSING and raw_seq is not None:
-            if isinstance(raw_seq, bool) or not isinstance(raw_seq, int):
-                raise IdentityError(f"the sequence ({source.sequence_field!r}) must be an integer")
+            if isinstance(raw_seq, bool) or not isinstance(raw_seq, int) or abs(raw_seq) > MAX_HEADER_INT:
+                # orjson reads integers up to 2^64 - 1; an AMQP header holds a signed 64-bit one (a larger one
+                # failed the publish with TypeError: a 500)
+                raise IdentityError(
+                    f"the sequence ({source.sequence_field!r}) must be an integer within ±{MAX_HEADER_INT}"
+                )
             sequence = raw_seq
             if source.key_field is None:
                 key = SOURCE_WIDE_KEY

@@ -21,6 +21,8 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from warren.broker import wire
 from warren.consumers.receiving.identity import Identity
+from warren.topology.headers import MAX_COUNTED, header_int, header_text
+from warren.topology.moments import within_range
 
 __all__ = ["InboundEvent", "decode_inbound", "encode_inbound", "kept_headers"]
 
@@ -104,17 +106,26 @@ def encode_inbound(
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    # AMQP hands over a string that is not UTF-8 as bytes: shown with U+FFFD, never a UnicodeDecodeError
+    return header_text(value) or ""
+
+
+def _received_at(received: object) -> datetime:
+    """When ``warren receive`` took the request: its header in epoch ms, or now when it holds no such moment."""
+    ms = header_int(received)
+    if ms is None or not within_range(ms / 1000):
+        return datetime.now(UTC)
+    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 def decode_inbound(message: AbstractIncomingMessage, source: str) -> InboundEvent:
-    """The handler's view of a message from an inbound queue."""
+    """The handler's view of a message from an inbound queue. Never raises: its headers may come from any AMQP
+    client, and a message whose reading failed would stay unacknowledged on the channel."""
     headers = message.headers or {}
     raw_request = headers.get(wire.H_REQUEST_HEADERS)
     request_headers = {_text(k): _text(v) for k, v in raw_request.items()} if isinstance(raw_request, Mapping) else {}
     key = headers.get(wire.H_KEY)
     sequence = headers.get(wire.H_SEQUENCE)
-    received = headers.get(wire.H_PUBLISHED)
     attempt = 0 if headers.get(wire.H_REPLAYED) else headers.get(wire.H_ATTEMPT, 0)
     return InboundEvent(
         source=source,
@@ -124,6 +135,6 @@ def decode_inbound(message: AbstractIncomingMessage, source: str) -> InboundEven
         key=None if key is None else _text(key),
         sequence=sequence if isinstance(sequence, int) and not isinstance(sequence, bool) else None,
         content_type=message.content_type,
-        received_at=(datetime.fromtimestamp(received / 1000, UTC) if isinstance(received, int) else datetime.now(UTC)),
-        attempt=attempt if isinstance(attempt, int) else 0,
+        received_at=_received_at(headers.get(wire.H_PUBLISHED)),
+        attempt=min(MAX_COUNTED, max(0, attempt)) if isinstance(attempt, int) and not isinstance(attempt, bool) else 0,
     )

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from warren.consumers.receiving.errors import VerificationError
 from warren.consumers.receiving.headers import header
 from warren.consumers.signing import SIGNATURE_VERSION, signed_content
+from warren.topology.digits import ascii_int
 from warren.topology.secrets import WebhookSecret
 
 __all__ = [
@@ -58,10 +59,11 @@ def parse_signatures(value: str) -> list[bytes]:
 
 
 def _timestamp(text: str, tolerance: float, now: float) -> int:
-    try:
-        timestamp = int(text.strip())
-    except ValueError:
-        raise VerificationError("bad_timestamp", f"{TIMESTAMP_HEADER} is not an integer number of seconds") from None
+    # ASCII digits only: int() also reads other scripts' digits (Arabic-indic ones), a sign, "_" and Unicode spaces,
+    # and the signed content is the header's text, so each of those would be another text for the same moment.
+    timestamp = ascii_int(text.strip(" \t"))
+    if timestamp is None:
+        raise VerificationError("bad_timestamp", f"{TIMESTAMP_HEADER} is not an integer number of seconds")
     if timestamp < now - tolerance:
         raise VerificationError("timestamp_too_old", f"{TIMESTAMP_HEADER} is older than the {tolerance:g}s tolerance")
     if timestamp > now + tolerance:
@@ -96,7 +98,7 @@ def verify_standard_webhook(
     if not candidates:
         raise VerificationError("no_v1_signature", f"{SIGNATURE_HEADER} holds no well-formed v1 signature")
     # The signer signed the header's text, so sign that text, not a re-formatted integer.
-    content = signed_content(msg_id, timestamp_text.strip(), body)
+    content = signed_content(msg_id, timestamp_text.strip(" \t"), body)
     matched = False
     for secret in secrets:
         expected = hmac.new(secret.key, content, hashlib.sha256).digest()

@@ -222,3 +222,13 @@ def test_plugin_problems_name_the_plugin_and_the_command(ordering: str, availabl
 
 def test_without_a_plan_every_plugin_type_is_required() -> None:
     assert plugin_problems(None, {"topic"}) and not plugin_problems(None, {"x-consistent-hash"})
+
+
+def test_a_delay_level_is_named_in_ascii_digits() -> None:
+    # Given a queue in the delay namespace named with two ARABIC-INDIC DIGIT NINEs (\d read them as level 99)
+    plan = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
+    exchanges, queues, bindings = _as_declared(plan)
+    odd = {**queues[0], "name": "w.delay.l\u0669\u0669.q"}
+    # Then it is a leftover that is not in the plan, never called a delay level
+    [leftover] = find_leftovers(plan, "w", exchanges, [*queues, odd], bindings)
+    assert (leftover.name, leftover.reason) == ("w.delay.l\u0669\u0669.q", "not in the plan")

@@ -109,3 +109,13 @@ def test_tenant_and_type_must_fit_one_routing_key() -> None:
     )
     assert isinstance(parsed, Event) and parsed.tenant == "acme" and parsed.routing_key == "acme.a"
     assert isinstance(bad, BadLine) and "'tenant' must be a str" in bad.reason
+
+
+@pytest.mark.parametrize("sequence", [2**63, 2**64 - 1])
+def test_a_sequence_an_amqp_header_cannot_hold_is_refused(sequence: int) -> None:
+    # A JSON line or --sequence may hold one (orjson reads up to 2^64 - 1): publishing it raised TypeError in
+    # the middle of `warren publish --file`
+    with pytest.raises(EventError, match="sequence is an integer from 0 to 9223372036854775807"):
+        Event(type="a.b", data=1, sequence=sequence)
+    [line] = read_event_lines([b'{"type": "a.b", "data": 1, "sequence": %d}' % sequence])
+    assert isinstance(line, BadLine) and "sequence" in line.reason

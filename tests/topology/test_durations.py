@@ -51,3 +51,20 @@ def test_format_duration(seconds: float, text: str) -> None:
 @pytest.mark.parametrize("seconds", [0.2, 1.0, 2.0, 90.0, 120.0, 7200.0, 86400.0, 0.05])
 def test_format_then_parse_is_the_identity(seconds: float) -> None:
     assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "\u0663s",  # ARABIC-INDIC DIGIT THREE: \d matched it and float() read 3
+        "\uff15m",  # FULLWIDTH DIGIT FIVE
+        "9" * 400 + "s",  # float() reads it as inf: round() and datetime raised OverflowError downstream
+        "1" + "0" * 320 + "ms",
+        float("inf"),  # TOML writes inf and nan
+        float("nan"),
+        10**400,  # an integer beyond any float: float() raised OverflowError
+    ],
+)
+def test_parse_duration_takes_ascii_digits_and_finite_lengths_only(bad: object) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(bad)

@@ -72,6 +72,8 @@ def test_queue_endpoint_round_trips_work_and_partition_queues(endpoint: str) -> 
         "warren.ep..q",
         "warren.ep.acme.px",
         "warren.ep.acme",
+        "warren.ep.acme.p\u00b2",  # SUPERSCRIPT TWO: isdigit() took it for a partition number
+        "warren.ep.acme.p\u0663",  # ARABIC-INDIC DIGIT THREE
     ],
 )
 def test_queue_endpoint_refuses_other_names(queue: str) -> None:
@@ -94,6 +96,7 @@ def test_queue_endpoint_refuses_other_names(queue: str) -> None:
         ("warren.ep.billing.q.owner", False),
         ("warren.ep..roster", False),
         ("other.ep.billing.roster", False),
+        ("warren.ep.billing.p\u00b2.owner", False),
     ],
 )
 def test_runtime_queues_are_told_from_planned_ones(queue: str, runtime: bool) -> None:

@@ -20,6 +20,12 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
             "endpoints[0] ('acme').url",
         ),
         ('[broker]\nqueue_typ = "quorum"\n', "broker.queue_typ"),
+        # Not finite: the delay chain's level count raised OverflowError (a traceback) at setup and in the worker
+        ("[retry]\ncap = inf\n", "retry.cap"),
+        ("[retry]\nfactor = inf\n", "retry.factor"),
+        ("[retry]\ncap = " + "9" * 400 + "\n", "retry.cap"),  # an integer beyond any float
+        ('[retry]\ncap = "' + "9" * 400 + 's"\n', "retry.cap"),  # float() reads it as inf
+        ('[retry]\nbase = "\u0663s"\n', "retry.base"),  # ARABIC-INDIC DIGIT THREE: \d took it for 3
     ],
 )
 def test_topology_show_with_a_bad_config_exits_2_with_one_clear_message(tmp_path: Path, text: str, field: str) -> None:
@@ -75,3 +81,21 @@ def test_a_mistaken_environment_override_exits_2_naming_the_variable(tmp_path: P
     assert result.returncode == 2, result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{variable}: " in lines[0] and "WARREN_* environment" in lines[0], result.stderr
+
+
+def test_configuration_nested_too_deeply_is_one_clear_line(tmp_path: Path) -> None:
+    # Given a file, or a WARREN_* variable's JSON, nested deeper than the parsers recurse (RecursionError before)
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    plain = tmp_path / "plain.toml"
+    plain.write_text("", encoding="utf-8")
+    deep_json = {"WARREN_RETRY": "[" * 30_000 + "]" * 30_000}
+    for path, env, says in (
+        (deep, None, "deep.toml: not valid TOML: nested too deeply"),
+        (plain, deep_json, "(with the WARREN_* environment): a WARREN_* variable holds JSON nested too deeply"),
+    ):
+        result = warren("topology", "show", "--config", str(path), env=env)
+        # Then it exits 2 with one line saying so, and no traceback
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and lines[0].endswith(says), result.stderr

@@ -331,3 +331,45 @@ async def test_list_and_show_print_control_characters_from_a_message_as_escapes(
         assert "bad\\x07id\\x1b[2J" in run.out and "a.x\\nfake row" in run.out, run.out
         assert "\x07" not in run.out and "\x1b" not in run.out and "fake row\n" not in run.out
     assert "k\\x1b]0;t" in wide.out and "k\\x1b]0;t" in shown.out
+
+
+async def test_times_no_date_holds_are_one_clear_line_or_unknown(down: tuple[WarrenConfig, Path]) -> None:
+    # Given two dead letters, one whose dead time header holds 10^15 ms (year 33658: a raw AMQP client can write
+    # any number there), and an operator asking for letters since a moment before year 1
+    config, path = down
+    ok, odd = Event(type="a.x", data=1, id="ok-1"), Event(type="a.x", data=2, id="odd-1")
+    await seed_dead_letters(config, "down", [ok, odd], dead_ms=[int(time.time() * 1000), 10**15])
+    # When the letters are listed and shown, Then both are there, the odd time unknown (it raised ValueError)
+    listed = await warren(path, "dlq", "list", "down")
+    assert listed.code == 0 and "ok-1" in listed.out and "odd-1" in listed.out, listed.err
+    as_json = await warren(path, "dlq", "list", "down", "--json")
+    rows = {row["event_id"]: row for row in json.loads(as_json.out)}
+    assert rows["odd-1"]["dead_ms"] == 10**15 and rows["odd-1"]["dead_at"] is None
+    shown = await warren(path, "dlq", "show", "down", "odd-1")
+    assert shown.code == 0, shown.err
+    # And a --since too long ago to be a date is a usage error, not a traceback (OverflowError before)
+    for since in ("9" * 400 + "s", "999999999d"):
+        refused = await warren(path, "dlq", "list", "down", "--since", since)
+        assert refused.code == 2 and "Traceback" not in refused.err, refused.err
+    assert await wait_depth(config, names.dlq(config.broker.prefix, "down"), 2) == 2
+
+
+async def test_a_letter_deeper_than_json_is_written_is_shown(down: tuple[WarrenConfig, Path]) -> None:
+    # Given a dead letter as the worker makes of a body 1,000 levels deep with a repeated key (orjson reads it,
+    # json.dumps raised RecursionError in `dlq show`), with a byte-array header (json.dumps raised TypeError)
+    config, path = down
+    body = b'{"id": "deep-1", "type": "a.x", "timestamp": "t", "data": ' + b"[" * 1000 + b"]" * 1000 + b', "id": "x"}'
+    headers = {"warren-dead-reason": "malformed message: body has a duplicate key 'id'", "x-bytes": bytearray(b"\xff")}
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        await exchange.publish(aio_pika.Message(body, message_id="deep-1", headers=headers), routing_key="down")
+    finally:
+        await connection.close()
+    # When it is shown, as text and as JSON, Then both print it, the body as text
+    shown = await warren(path, "dlq", "show", "down", "deep-1")
+    assert shown.code == 0 and "duplicate key 'id'" in shown.out, shown.err
+    as_json = await warren(path, "dlq", "show", "down", "deep-1", "--json")
+    assert as_json.code == 0, as_json.err
+    assert json.loads(as_json.out)["envelope"] == {"raw": body.decode()}

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from tests.broker.admin.conftest import StandInApplier
 from tests.support.cli import warren
+from tests.support.deep_json import nested
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.store import store_postgres, store_url
@@ -129,3 +130,17 @@ async def test_api_refuses_admin_tokens_without_a_store(
     path = write_config(tmp_path, make_config([], api={"tokens": ["t" * 20], "admin_tokens": ["a" * 20]}))
     result = await cli("api", "--config", str(path))
     assert result.exit_code == 2 and "api.admin_tokens needs an endpoint store" in result.output, result.output
+
+
+async def test_test_data_nested_too_deeply_is_one_clear_line(config_file: Path, applier: StandInApplier) -> None:
+    c = ("--config", str(config_file))
+    created = await cli("endpoint", "create", "acme", "--url", "http://127.0.0.1:9/hook", "-e", "order.*", *c)
+    assert created.exit_code == 0, created.output
+    for data, says, code in (
+        (nested(50_000), "--data is not JSON", 2),  # beyond orjson; the standard library raised RecursionError
+        (b'{"a": ' + nested(1000) + b', "a": 2}', "--data: duplicate key 'a'", 2),  # RecursionError too
+        (nested(300), "data is not JSON-serialisable: Recursion limit reached", 1),  # TypeError from orjson.dumps
+    ):
+        result = await cli("endpoint", "test", "acme", "--data", data.decode(), *c)
+        assert (result.exit_code, isinstance(result.exception, SystemExit)) == (code, True), result.exception
+        assert says in result.output, result.output

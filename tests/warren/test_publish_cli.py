@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from tests.support.cli import clean_env, warren
+from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
 from tests.support.processes import write_config
 from tests.support.topology import declare
 from warren.topology import names
@@ -172,4 +173,38 @@ async def test_an_id_with_a_trailing_newline_is_refused(configured) -> None:  # 
     # Then it is refused with a clear error, and nothing is published
     assert code != 0
     assert "event id 'x\\n' must be 1-200 letters" in out + err
+    assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []
+
+
+async def test_deeply_nested_lines_and_data_are_clear_errors(configured, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Given JSON lines nested deeper than a parser reads or writes, between two good events: 200,000 levels
+    # (beyond orjson), 1,000 levels with "type" twice (orjson reads it, the standard library raised RecursionError)
+    # and 300 levels (orjson reads it but writes at most 254: the duplicate check raised TypeError)
+    config, path = configured
+    lines = [
+        b'{"type": "order.paid", "data": {"n": 1}}',
+        BEYOND_ORJSON,
+        with_duplicate(b'{"type": "order.paid", "data": ' + nested(1000) + b"}", "type"),
+        b'{"type": "order.paid", "data": ' + nested(300) + b"}",
+        b'{"type": "order.paid", "data": {"n": 2}}',
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    # When they are published
+    code, out, err = await warren("publish", "--config", str(path), "--file", str(events))
+    # Then each deep line is reported by number and why, and the good ones are published
+    assert code == 1 and "Traceback" not in err, err
+    assert "line 2: not JSON" in err
+    assert "line 3: duplicate key 'type'" in err
+    assert "line 4: nested too deeply to publish (at most 254 levels)" in err
+    assert "published 2 event(s); 0 not stored; 3 bad line(s) (lines 2, 3, 4)" in out
+    messages = await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink"))
+    assert sorted(orjson.loads(m.body)["data"]["n"] for m in messages) == [1, 2]
+    # And --data as deep is a usage error too (50,000 levels: one argument holds at most 128 KiB)
+    for data, says in (
+        (nested(50_000), "--data is not JSON"),
+        (b'{"a": ' + nested(1000) + b', "a": 2}', "--data: duplicate key 'a'"),
+    ):
+        code, _, err = await warren("publish", "--config", str(path), "--type", "order.paid", "--data", data.decode())
+        assert code == 2 and says in err and "Traceback" not in err, err
     assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []

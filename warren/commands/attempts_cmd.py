@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.topology.config import StoreSettings
+from warren.topology.moments import iso_utc
 
 if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
     from warren.broker.attempt_records import AttemptEntry
@@ -39,7 +40,7 @@ def _moment(text: str | None, option: str) -> float | None:
 
 
 def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_utc(ts) or "-"
 
 
 def _read_event(settings: StoreSettings, event_id: str) -> list[AttemptEntry]:

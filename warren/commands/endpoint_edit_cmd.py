@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.markup import escape
 
-from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, json_option, load, run
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 
@@ -197,10 +197,7 @@ def test(
 ) -> None:
     """Send a signed test event to the endpoint now and print what came of it (exit 1 when not delivered)."""
     settings = load(config)
-    try:
-        payload = None if data is None else json.loads(data)
-    except json.JSONDecodeError as exc:
-        fail(f"--data is not JSON: {exc}", EXIT_USAGE)
+    payload = None if data is None else json_option("--data", data)
     outcome = _with_service(settings, lambda service: service.test(name, event_type, payload))
     result = outcome.result
     if as_json:

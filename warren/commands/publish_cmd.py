@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -16,8 +15,7 @@ from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fie
 from warren.broker.events import Event
 from warren.broker.line_stream import stream_lines
 from warren.broker.publisher import Publisher
-from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
-from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
+from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, json_option, load, run
 from warren.deadlines import stop_if_cancelled
 from warren.topology.config import WarrenConfig
 from warren.topology.errors import EventError, PublishError
@@ -108,13 +106,7 @@ def publish(
         raise typer.Exit(run(_publish_file(cfg, file)))
     if not event_type or data is None:
         fail("give --type and --data (JSON), or --file PATH", EXIT_USAGE)
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        fail(f"--data is not JSON: {exc}", EXIT_USAGE)
-    duplicate = duplicate_key(data, parsed)
-    if duplicate is not None:
-        fail("--data: " + DUPLICATE_KEY.format(duplicate), EXIT_USAGE)
+    parsed = json_option("--data", data)
     try:
         fields = {
             "type": event_type,

@@ -82,3 +82,19 @@ async def test_the_cli_recovers_the_same_way(start_admin: Start, tmp_path: Path)
             assert result.code == 0, result.err
             assert "recovered 3 dead letter(s)" in result.out and "3 left in its DLQ" in result.out
             await delivered_once(receiver, {"new-0", "new-1", "new-2"})
+
+
+async def test_a_since_no_date_holds_is_refused_before_anything_moves(start_admin: Start, tmp_path: Path) -> None:
+    # Given six dead letters, and a `since` before year 1 (999999999 days ago; year 0 once in UTC): the recovery
+    # ran, moving all six, and then writing the moment back raised ValueError (a 500; a traceback at the CLI)
+    async with Receiver() as receiver:
+        admin, _ = await seeded(start_admin, receiver)
+        path = write_config(tmp_path, admin.config)
+        for since in ("999999999d", "0001-01-01T00:00:00%2B01:00"):
+            reply = await admin.call("POST", f"/v1/endpoints/shop/recover?since={since}")
+            assert (reply.status, reply.body["error"]) == (422, "invalid_request"), reply.body
+            assert "since" in reply.body["message"]
+        result = await warren("endpoint", "recover", "shop", "--since", "999999999d", "--config", str(path))
+        assert result.code == 2 and "--since" in result.err and "Traceback" not in result.err, result.err
+    # Then nothing was recovered
+    assert len(await peek_ids(admin.config, names.dlq(admin.config.broker.prefix, "shop"))) == 6

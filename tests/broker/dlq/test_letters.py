@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import re
 from decimal import Decimal
 
@@ -11,7 +12,9 @@ import orjson
 import pytest
 from rich.console import Console
 
+from tests.support.deep_json import nested
 from warren.broker import wire
+from warren.broker.dlq.browse import _version as broker_version
 from warren.broker.dlq.browse import holds_enough
 from warren.broker.dlq.letters import dead_letter_from, format_ms, json_safe
 from warren.broker.dlq.move import replay_headers
@@ -198,3 +201,53 @@ def test_control_characters_from_a_message_are_printed_as_escapes() -> None:
 )
 def test_visible_writes_every_unsafe_character_as_an_escape(text: str, shown: str) -> None:
     assert visible(text) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "999999999d",  # that long ago is before year 1: the recovery ran, then printing the moment raised
+        "9" * 400 + "s",  # float() read it as inf: round() raised OverflowError
+        "0001-01-01T00:00:00+01:00",  # year 0 in UTC
+        "9999-12-31T23:59:59-01:00",  # year 10000 in UTC
+        "\u0663m",  # ARABIC-INDIC DIGIT THREE
+    ],
+)
+def test_a_moment_no_date_holds_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_moment(text, dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC))
+
+
+@pytest.mark.parametrize("ms", [10**15, -(10**15), 2**63 - 1, -(2**63)])
+def test_a_header_time_no_date_holds_is_listed_as_unknown(ms: int) -> None:
+    # Given a letter whose time headers hold numbers no date has (a raw AMQP client can write any)
+    headers = {**HEADERS, wire.H_DEAD_AT: ms, wire.H_FIRST_ATTEMPT: ms, wire.H_ATTEMPT: "\u0663"}
+    letter = dead_letter_from(0, BODY, headers, "e1", "a.x")
+    # Then it is read and shown with those times unknown (fromtimestamp raised ValueError or OverflowError)
+    assert format_ms(ms) is None
+    assert (letter.summary()["dead_at"], letter.summary()["first_attempt"], letter.attempts) == (None, None, None)
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(letters_table([letter], "dlq", WIDE))
+    console.print(letter_detail(letter, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [("3.10.8", (3, 10)), ("4.0.5", (4, 0)), ("4.1.0-beta.1", (4, 1)), ("4\u00b2.0", (4, 0)), (None, (0,))],
+)
+def test_the_broker_version_is_read_from_ascii_digits(text: object, version: tuple[int, ...]) -> None:
+    assert broker_version(text) == version  # "4²" passed isdigit() and int() raised
+
+
+def test_a_letter_deeper_than_json_is_written_and_byte_array_headers_are_shown() -> None:
+    # Given a dead letter whose body orjson reads but nobody writes back (1,000 levels: the worker dead-letters
+    # such a body when it repeats a key), and headers holding bytes and a byte array
+    body = b'{"id": "e1", "type": "a.x", "data": ' + nested(1000) + b', "id": "e2"}'
+    headers = {**HEADERS, "x-bytes": bytearray(b"\xff"), "x-odd": b"\xc3"}
+    letter = dead_letter_from(0, body, headers, "e1", "a.x")
+    # Then `dlq show --json` and `dlq show` print it (RecursionError, and TypeError for the byte array, before)
+    whole = letter.whole()
+    assert whole["envelope"] == {"raw": body.decode()}
+    assert (whole["headers"]["x-bytes"], whole["headers"]["x-odd"]) == ("\ufffd", "\ufffd")
+    json.dumps(whole, indent=2, ensure_ascii=False)
+    Console(file=io.StringIO(), width=200, color_system=None).print(letter_detail(letter, 1, 1))

@@ -119,6 +119,12 @@ async def start_api() -> AsyncIterator[Callable[..., Awaitable[ApiServer]]]:
 
 
 @pytest.fixture
+async def api(api_config: Callable[..., WarrenConfig], start_api: Callable[..., Awaitable[ApiServer]]) -> ApiServer:
+    """The API with api_config's defaults (a module may override this fixture with its own settings)."""
+    return await start_api(api_config())
+
+
+@pytest.fixture
 async def queue_reader(amqp_url: str) -> AsyncIterator[Callable[..., Awaitable[list[AbstractIncomingMessage]]]]:
     """``await read(queue_name, count)``: take ``count`` messages off a queue (acked), failing after 5 s."""
     connection = await aio_pika.connect(amqp_url)

@@ -16,11 +16,6 @@ from warren.topology.config import WarrenConfig
 Start = Callable[..., Awaitable[ApiServer]]
 
 
-@pytest.fixture
-async def api(api_config: Callable[..., WarrenConfig], start_api: Start) -> ApiServer:
-    return await start_api(api_config())
-
-
 async def test_event_lands_in_the_endpoint_queue_with_its_id_type_and_body(api: ApiServer, queue_reader: Any) -> None:
     # Given an endpoint subscribed to order.*
     # When a producer posts an order.created event with a key and a sequence

@@ -85,3 +85,19 @@ def test_a_body_with_a_duplicate_key_has_no_identity() -> None:
     s = source(id_field="update_id")
     with pytest.raises(IdentityError, match="duplicate key 'update_id'"):
         identify(s, {}, b'{"update_id": 1, "update_id": 2}')
+
+
+@pytest.mark.parametrize("index", ["\u00b9", "\u0661", "\uff11", "1" * 5000, "-1", "+1"])
+def test_a_list_index_in_a_path_is_ascii_digits(index: str) -> None:
+    # SUPERSCRIPT ONE passed isdigit() and int() raised ValueError (a 500 on every request); ARABIC-INDIC DIGIT
+    # ONE and FULLWIDTH DIGIT ONE were read as 1
+    with pytest.raises(KeyError):
+        field_at({"a": ["zero", "one"]}, f"a.{index}")
+
+
+@pytest.mark.parametrize("sequence", [2**63, 2**64 - 1, -(2**63)])
+def test_a_sequence_an_amqp_header_cannot_hold_is_refused(sequence: int) -> None:
+    # orjson reads integers up to 2^64 - 1; publishing one over 2^63 - 1 raised TypeError in the receiver (a 500)
+    s = source(id_field="id", sequence_field="seq")
+    with pytest.raises(IdentityError, match="must be an integer within"):
+        identify(s, {}, b'{"id": "a", "seq": %d}' % sequence)

@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.support import inbox_handlers
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table, effect_rows
+from tests.support.raw_amqp import NotUtf8
 from warren.broker import wire
 from warren.broker.management import ManagementClient
 from warren.consumers.receiving.inbox import Inbox
@@ -261,3 +262,25 @@ async def test_the_periodic_purge_forgets_expired_ids(
         # And an event seen again after its id was forgotten is applied again (what retention trades away)
         assert await rig.post("shop", {"id": ids[0]}) == 202
         await rig.wait_for(lambda: rig.inbox.stats["applied"] == 6)
+
+
+async def test_header_values_warren_never_wrote_do_not_stop_the_inbox(rig: Rig) -> None:
+    # Given messages published to inbound queues by hand: request headers holding bytes that are not UTF-8 (the
+    # handler's view decoded them strictly: UnicodeDecodeError), a receive time no date holds (fromtimestamp
+    # raised), and an attempt count of 2^63 - 1 (one more is no AMQP header integer: the retry's publish raised
+    # TypeError). Each exception escaped the inbox's callback and left the message unacknowledged for good.
+    odd, spent = new_id(), new_id()
+    headers = {wire.H_REQUEST_HEADERS: {"x-odd": NotUtf8(b"\xff\xfe")}, wire.H_PUBLISHED: 10**18}
+    async with rig.connection.channel(publisher_confirms=True) as channel:
+        for event_id, source, extra in ((odd, "shop", headers), (spent, "broken", {wire.H_ATTEMPT: 2**63 - 1})):
+            message = aio_pika.Message(orjson.dumps({"id": event_id}), message_id=event_id, headers=extra)
+            await channel.default_exchange.publish(message, routing_key=rig.queue(source))
+    # When the inbox takes them, Then the first is applied and the second dead-lettered as exhausted
+    await rig.wait_for(lambda: rig.inbox.stats["applied"] == 1 and rig.inbox.stats["dead"] == 1)
+    assert await effect_rows(rig.store) == [(odd, orjson.dumps({"id": odd}).decode())]
+    async with rig.connection.channel() as channel:
+        dlq = await channel.get_queue(names.inbound_dlq(rig.config.broker.prefix, "broken"))
+        letter = await dlq.get(timeout=5)
+        await letter.ack()
+    assert letter.message_id == spent and letter.headers[wire.H_ATTEMPT] == 2**31 + 1
+    assert "max_attempts" in str(letter.headers[wire.H_DEAD_REASON])

@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.support.declare import declare_plan
+from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
 from warren.broker import wire
 from warren.consumers.receiving.receiver import build_receiver_app
 from warren.consumers.signing import signature_header
@@ -234,3 +235,39 @@ async def test_a_lost_broker_connection_is_503(config: WarrenConfig, amqp_url: s
         assert response.status == 503
         assert "Retry-After" in response.headers
         assert (await client.get("/readyz")).status == 503
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        pytest.param(BEYOND_ORJSON, 400, "the body is not JSON", id="200000-levels"),
+        pytest.param(
+            with_duplicate(b'{"id": "in-1000", "x": ' + nested(1000) + b"}", "id"),
+            400,
+            "the body has a duplicate key 'id'",
+            id="1000-levels-duplicate-key",  # orjson reads it; the standard library raised RecursionError: a 500
+        ),
+        pytest.param(b'{"id": "in-300", "x": ' + nested(300) + b"}", 202, None, id="300-levels"),  # was TypeError
+    ],
+)
+async def test_a_deeply_nested_body_is_a_400_or_accepted_never_a_500(
+    client: Client, connection: AbstractRobustConnection, config: WarrenConfig, body: bytes, status: int, says: str
+) -> None:
+    # Given a source that reads the event id from the body, and a body nested deeper than some parser reads
+    response = await client.post("/in/open", data=body)
+    # Then a body no parser here reads whole, or one whose id is ambiguous, is a 400 saying why; a good one is queued
+    assert response.status == status, await response.text()
+    if says is not None:
+        assert says in (await response.json())["message"]
+    else:
+        message = await take(connection, names.inbound_queue(config.broker.prefix, "open"))
+        assert message is not None and message.body == body
+
+
+async def test_a_sequence_no_amqp_header_holds_is_a_400(client: Client) -> None:
+    # Given a signed event whose sequence orjson reads (up to 2^64 - 1) but an AMQP header cannot hold
+    body = b'{"id": "msg_big", "type": "order.paid", "key": "o-1", "sequence": 18446744073709551615, "data": {}}'
+    # When it is POSTed, Then it is refused saying why (publishing it raised TypeError: a 500)
+    response = await client.post("/in/warren", data=body, headers=sw_headers(body, "msg_big"))
+    assert response.status == 400, await response.text()
+    assert "sequence" in (await response.json())["message"]

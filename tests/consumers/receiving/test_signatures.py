@@ -161,3 +161,20 @@ def test_a_body_tampered_after_standardwebhooks_signed_it_is_rejected_by_warren(
     signature = Webhook(SECRET_TEXT).sign("msg_t", datetime.fromtimestamp(now, tz=UTC), BODY.decode())
     with pytest.raises(VerificationError):
         verify_standard_webhook([SECRET], headers(signature, "msg_t", now), BODY + b" ")
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "".join(chr(0x0660 + int(d)) for d in str(NOW)),  # Arabic-indic digits: int() read them as NOW
+        f"+{NOW}",
+        f"{NOW:_}",
+        f"\u2003{NOW}",  # an EM SPACE, which str.strip() removed
+        "9" * 5000,  # beyond int()'s 4300 digits
+    ],
+)
+def test_a_timestamp_is_ascii_digits_even_when_signed_as_written(written: str) -> None:
+    # Given a request signed over a timestamp written another way than ASCII digits (the signer signs the text)
+    hdrs = headers(sign(SECRET, "msg_1", written, BODY), timestamp=written)  # type: ignore[arg-type]
+    # Then it is refused as a bad timestamp, never read as a moment
+    assert reason([SECRET], hdrs) == "bad_timestamp"
