@@ -7,10 +7,6 @@ FROM python:3.11.7-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
-COPY topology ./topology
-COPY broker ./broker
-COPY consumers ./consumers
-COPY store ./store
 COPY warren ./warren
 # constraints.txt holds the exact versions the tests ran on (scripts/constraints writes it): a rebuild
 # installs the same ones. The postgres extra is the PostgreSQL store of the receiving side (`warren inbox`).

@@ -386,7 +386,7 @@ def _free_port() -> int:
 # --- throughput -------------------------------------------------------------------------------------------------
 async def throughput_run(broker: Broker, workers: int, events: int, workdir: Path) -> dict[str, float]:
     """Events published to both endpoints at once, then delivered by ``workers`` workers: deliveries per second."""
-    from warren.broker.connection import connect
+    from warren.broker.amqp.connection import connect
     from warren.broker.events import Event
     from warren.broker.publisher import Publisher
 

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import write_config
 from warren.broker import applier, declare
+from warren.broker.amqp.connection import connect
 from warren.broker.capacity import HANDLES_PER_QUORUM_QUEUE, read_nodes
-from warren.broker.connection import connect
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
 from warren.broker.publisher import Publisher

@@ -18,7 +18,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 

@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 from bench import cpu
 from bench.topology_teardown import teardown
 from tests.support.processes import write_config
+from warren.broker.amqp.connection import connect_once
 from warren.broker.applier import apply_setup
-from warren.broker.attempt_records import decode_batch
-from warren.broker.connection import connect_once
+from warren.store.attempt_records import decode_batch
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 

@@ -27,8 +27,8 @@ from aiohttp import web
 from rich.console import Console
 from rich.table import Table
 
-from warren.consumers.receiving.errors import VerificationError
-from warren.consumers.receiving.signatures import verify_standard_webhook
+from warren.receiving.errors import VerificationError
+from warren.receiving.signatures import verify_standard_webhook
 from warren.topology import names
 from warren.topology.config import load_config
 from warren.topology.planner import plan_topology

@@ -23,15 +23,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from warren.consumers.receiving import (
+from warren.receiving import (
     IdempotentConsumer,
     InboundEvent,
     StandardWebhooksVerifier,
     Transaction,
     verified_handler,
 )
-from warren.consumers.receiving.middleware import error_response
-from warren.consumers.receiving.stores.sqlite import SqliteStore
+from warren.receiving.middleware import error_response
+from warren.receiving.stores.sqlite import SqliteStore
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 LEDGER = """CREATE TABLE IF NOT EXISTS invoices (

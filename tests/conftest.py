@@ -19,8 +19,8 @@ import pytest
 from tests.support import exclusive
 from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_available, from_environment
 from warren.broker.management import ManagementClient
+from warren.core.errors import ManagementError
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import ManagementError
 
 # A suite started in the background of a non-interactive shell (`scripts/test &` in a script, nohup) runs with
 # SIGINT ignored, and every process it starts inherits that (an ignored signal stays ignored across exec; Python

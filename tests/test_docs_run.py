@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.broker.admin.flow_support import free_port
+from tests.api.admin.flow_support import free_port
 from tests.support.cli import clean_env
 from tests.support.dead_letters import wait_depth
 from tests.support.docs import ROOT, block_after, only_block

@@ -5,7 +5,7 @@ The public surface for producers is short and lives here::
     from warren import Event, Publisher, connect, load_config
 
 Everything else is importable from its own subpackage (``warren.topology``, ``warren.broker``,
-``warren.consumers``, ``warren.consumers.receiving`` for the receiving toolkit), and each public subpackage
+``warren.consumers``, ``warren.receiving`` for the receiving toolkit), and each public subpackage
 pins what it exports in ``__all__``.
 """
 
@@ -14,35 +14,35 @@ from __future__ import annotations
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from warren.broker.connection import connect
+    from warren.broker.amqp.connection import connect
     from warren.broker.events import Event
     from warren.broker.publisher import Publisher, PublishReport
-    from warren.topology.config import ConfigError, WarrenConfig, load_config
-    from warren.topology.errors import (
+    from warren.core.errors import (
         BrokerUnavailable,
         EventError,
         PublishError,
         UnroutableError,
         WarrenError,
     )
+    from warren.topology.config import ConfigError, WarrenConfig, load_config
 
     __version__: str
 
 # Each name loads on first use (PEP 562): `python -m warren dlq list` imports what that command needs, not the
 # publisher, aio-pika and the package metadata first (every CLI call paid for them: about a third of a second of CPU).
 _HOMES = {
-    "connect": "warren.broker.connection",
+    "connect": "warren.broker.amqp.connection",
     "Event": "warren.broker.events",
     "Publisher": "warren.broker.publisher",
     "PublishReport": "warren.broker.publisher",
     "ConfigError": "warren.topology.config",
     "WarrenConfig": "warren.topology.config",
     "load_config": "warren.topology.config",
-    "BrokerUnavailable": "warren.topology.errors",
-    "EventError": "warren.topology.errors",
-    "PublishError": "warren.topology.errors",
-    "UnroutableError": "warren.topology.errors",
-    "WarrenError": "warren.topology.errors",
+    "BrokerUnavailable": "warren.core.errors",
+    "EventError": "warren.core.errors",
+    "PublishError": "warren.core.errors",
+    "UnroutableError": "warren.core.errors",
+    "WarrenError": "warren.core.errors",
 }
 
 

@@ -11,9 +11,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from warren.core.errors import WarrenError, describe
 from warren.loop import run_interruptible, run_on_best_loop
 from warren.topology.config import ConfigError, WarrenConfig, load_config
-from warren.topology.errors import WarrenError, describe
 
 __all__ = ["ConfigOption", "command_line", "console", "err_console", "fail", "json_option", "load", "run"]
 
@@ -49,7 +49,7 @@ def json_option(option: str, text: str) -> Any:
     duplicate keys refused. A usage error otherwise, never a traceback."""
     import orjson
 
-    from warren.broker.strict_json import DUPLICATE_KEY, duplicate_key
+    from warren.core.strict_json import DUPLICATE_KEY, duplicate_key
 
     try:
         parsed = orjson.loads(text)
@@ -87,7 +87,7 @@ def run(coroutine: Coroutine[Any, Any, T], *, service: bool = False) -> T:
     except WarrenError as exc:
         fail(str(exc))
     except Exception as exc:
-        from warren.broker.connection import link_lost  # here: `warren --help` need not import aio-pika
+        from warren.broker.amqp.connection import link_lost  # here: `warren --help` need not import aio-pika
 
         if not link_lost(exc):
             raise

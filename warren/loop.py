@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import Any, TypeVar
 
-from warren.deadlines import within
+from warren.core.deadlines import within
 
 __all__ = ["INTERRUPT_GRACE", "loop_factory", "loop_name", "run_interruptible", "run_on_best_loop"]
 

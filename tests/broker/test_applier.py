@@ -11,9 +11,9 @@ import pytest
 from tests.support.setup_helpers import prefix_state
 from warren.broker.applier import SetupFailed, apply_setup, check_plugins
 from warren.broker.management import ManagementClient
+from warren.core.errors import TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import TopologyError
 from warren.topology.planner import plan_topology
 
 ENDPOINTS = [

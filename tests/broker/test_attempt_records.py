@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from warren.broker.attempt_records import (
+from warren.store.attempt_records import (
     ERROR_CHARS,
     FIELDS,
     AttemptEntry,

@@ -19,8 +19,8 @@ from tests.support.health import message_count, wait_until
 from tests.support.store import store_postgres, store_url
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.topology import declare
-from warren.broker.attempt_records import AttemptEntry, encode_batch
-from warren.broker.attempt_writer import REJECTED_HEADER, AttemptWriter
+from warren.api.attempt_writer import REJECTED_HEADER, AttemptWriter
+from warren.store.attempt_records import AttemptEntry, encode_batch
 from warren.store.attempts import AttemptLog
 from warren.topology import names
 from warren.topology.config import StoreSettings, WarrenConfig

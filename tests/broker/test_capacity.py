@@ -35,8 +35,8 @@ from warren.broker.capacity import (
 )
 from warren.broker.live_apply import apply_endpoint
 from warren.broker.management import ManagementClient
+from warren.core.errors import LiveApplyError
 from warren.topology.config import WarrenConfig, load_config
-from warren.topology.errors import LiveApplyError
 from warren.topology.planner import plan_topology
 
 SECTIONS = {"retry": {"base": "100ms", "cap": "1s"}, "delivery": {"allow_private_networks": True}}

@@ -16,9 +16,9 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
 from tests.support.tcp_proxy import TcpProxy
-from warren.broker.channels import close_channel
-from warren.broker.connection import connect
-from warren.deadlines import within
+from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.connection import connect
+from warren.core.deadlines import within
 
 
 def _via(amqp_url: str, port: int) -> str:

@@ -1,5 +1,5 @@
 """A channel RabbitMQ closes is answered with close-ok even while the connection's write queue is full, so that
-RabbitMQ does not keep it ``closing`` for the connection's lifetime (broker/close_ok.py)."""
+RabbitMQ does not keep it ``closing`` for the connection's lifetime (warren/broker/amqp/close_ok.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import aiormq.exceptions
 import pytest
 from aiormq.channel import Channel
 
-from warren.broker.close_ok import _on_close_frame, answer_every_channel_close
-from warren.broker.connection import connect_once
+from warren.broker.amqp.close_ok import _on_close_frame, answer_every_channel_close
+from warren.broker.amqp.connection import connect_once
 from warren.broker.management import ManagementClient
 
 pytestmark = pytest.mark.timeout(60)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import aio_pika
 import pytest
 
-from warren.broker import confirm_channel
-from warren.broker.confirm import Nacked
-from warren.broker.confirm_channel import ConfirmChannel
-from warren.topology.errors import PublishError, UnroutableError
+from warren.broker.amqp import confirm_channel
+from warren.broker.amqp.confirm import Nacked
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.core.errors import PublishError, UnroutableError
 
 
 @pytest.mark.timeout(20)

@@ -18,9 +18,9 @@ import pytest
 
 from tests.support.rabbit import RabbitServer
 from tests.support.tcp_proxy import TcpProxy
-from warren.broker.connection import connect, connect_once, node_order
+from warren.broker.amqp.connection import connect, connect_once, node_order
 from warren.broker.management import ManagementClient
-from warren.topology.errors import BrokerUnavailable, ManagementError
+from warren.core.errors import BrokerUnavailable, ManagementError
 
 
 def _via(amqp_url: str, port: int, query: str = "") -> str:

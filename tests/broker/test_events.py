@@ -10,7 +10,7 @@ import pytest
 from warren.broker import wire
 from warren.broker.event_lines import BadLine, read_event_lines
 from warren.broker.events import Event, encode_event
-from warren.topology.errors import EventError
+from warren.core.errors import EventError
 
 
 def test_envelope_is_the_standard_webhooks_payload() -> None:

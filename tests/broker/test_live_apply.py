@@ -17,16 +17,16 @@ import pytest
 from tests.conftest import TEST_SECRET as SECRET
 from tests.support.receiver import Receiver, always
 from tests.support.topology import declare
+from warren.broker.amqp.connection import connect
+from warren.broker.amqp.probe import QueueProbe
 from warren.broker.applier import apply_setup
-from warren.broker.connection import connect
 from warren.broker.events import Event
 from warren.broker.live_apply import apply_endpoint, remove_endpoint
 from warren.broker.publisher import TENANT_EVENTS_UNROUTED, Publisher
-from warren.broker.queue_probe import QueueProbe
 from warren.consumers.worker import Worker
+from warren.core.errors import EndpointNotEmpty
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.errors import EndpointNotEmpty
 
 # Seconds, call to first delivery, as a tolerance window: the bound is 1 s, which the median meets on a
 # quiet machine (docs/architecture.md has the figures); with two whole suites at once on 2 cores (load average

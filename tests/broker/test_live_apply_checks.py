@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from warren.broker.live_apply import apply_endpoint
+from warren.core.errors import LiveApplyError
 from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.errors import LiveApplyError
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 # Nothing listens here: reaching the broker would fail differently (BrokerUnavailable, ManagementError).

@@ -18,11 +18,11 @@ from tests.conftest import TEST_SECRET, TEST_STORE_KEY
 from tests.consumers.test_live_endpoints import publish
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
+from warren.broker.amqp.probe import QueueProbe
+from warren.broker.amqp.stream_read import read_to_end
 from warren.broker.endpoint_records import EndpointRecord, SecretsUnavailable
 from warren.broker.live_apply import apply_endpoint
-from warren.broker.queue_probe import QueueProbe
-from warren.broker.stream_read import read_to_end
 from warren.consumers.worker import Worker
 from warren.store.keys import sealer_from
 from warren.topology import names

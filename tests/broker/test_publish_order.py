@@ -13,7 +13,7 @@ import pytest
 
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
-from warren.topology.errors import PublishError, UnroutableError
+from warren.core.errors import PublishError, UnroutableError
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -17,12 +17,12 @@ import pytest
 from aiohttp import web
 
 from tests.support.raw_http import status_of
-from warren.broker.connection_guard import ServerLimits
-from warren.broker.ingest.server import serve
-from warren.broker.serving import serve_app
+from warren.api.server import serve
 from warren.consumers.metrics import WorkerMetrics
 from warren.consumers.metrics_server import MetricsServer
-from warren.consumers.receiving.running import serve_receiver
+from warren.receiving.running import serve_receiver
+from warren.serving.guard import ServerLimits
+from warren.serving.server import serve_app
 from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(45)

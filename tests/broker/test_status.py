@@ -17,10 +17,10 @@ from tests.consumers.conftest import endpoint_config, publish, receiver
 from tests.support.dead_letters import seed_dead_letters, wait_depth
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver, Reply
+from warren.broker.endpoint_state.admin import read_circuit_states
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
 from warren.broker.status import NO_METRICS, collect_status, queue_stats, rate_of
-from warren.consumers.health.admin import read_circuit_states
 from warren.consumers.worker import Worker
 from warren.topology import names
 from warren.topology.config import WarrenConfig

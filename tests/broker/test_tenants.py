@@ -11,12 +11,12 @@ import pytest
 
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import TENANT_EVENTS_UNROUTED, Publisher
 from warren.consumers.worker import Worker
+from warren.core.errors import UnroutableError
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import UnroutableError
 
 TENANTS = ("t0", "t1", "t2", "t3")
 

@@ -10,8 +10,8 @@ import pytest
 from warren.broker.applier import apply_setup
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
+from warren.core.errors import UnroutableError
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import UnroutableError
 
 ENDPOINTS = [
     {"name": "acme", "url": "http://127.0.0.1:9/a", "events": ["message.*"]},

@@ -1,4 +1,4 @@
-"""RabbitMQ 3.10's stale-nack trap, reproduced on the cluster, and the way out (broker/confirm_channel.py).
+"""RabbitMQ 3.10's stale-nack trap, reproduced on the cluster, and the way out (warren/broker/amqp/confirm_channel.py).
 
 A channel whose first publish to a quorum queue lands just after the queue's leader died is nacked on every
 retry until the old node returns; a new channel finds the new leader. ConfirmChannel opens one on a nack.
@@ -13,8 +13,8 @@ import aiormq.exceptions
 import pytest
 
 from tests.cluster.conftest import Cluster
-from warren.broker.confirm_channel import ConfirmChannel
-from warren.broker.connection import connect
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.connection import connect
 from warren.broker.management import ManagementClient
 
 

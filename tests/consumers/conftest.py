@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 from warren.topology.config import WarrenConfig

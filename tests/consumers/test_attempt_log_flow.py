@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.broker.admin.conftest import ADMIN_TOKEN
-from tests.broker.ingest.conftest import TOKEN, ApiServer, start_api
+from tests.api.admin.conftest import ADMIN_TOKEN
+from tests.api.ingest.conftest import TOKEN, ApiServer, start_api
 from tests.support.receiver import Receiver, Reply
 from tests.support.store import store_postgres, store_url
 from warren.broker.events import Event

@@ -22,12 +22,12 @@ from tests.consumers.test_metrics import scrape, value
 from tests.support.health import message_count, wait_until
 from tests.support.receiver import Receiver, Reply
 from tests.support.tcp_proxy import TcpProxy, through
-from warren.broker.attempt_records import AttemptEntry, decode_batch, encode_rows
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.hooks import AttemptRecord
 from warren.consumers.worker import Worker
+from warren.store.attempt_records import AttemptEntry, decode_batch, encode_rows
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 

@@ -20,8 +20,8 @@ from warren.consumers.decision import (
     bounded_hand_back,
     decide,
 )
-from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import RetryPolicy
+from warren.transport.base import Outcome, SendResult
 
 # No jitter: the delay of attempt n is exactly min(cap, base * 2^(n-1)).
 POLICY = RetryPolicy(base=1.0, cap=8.0, max_attempts=5, max_age=100.0, jitter="none")

@@ -13,7 +13,7 @@ from tests.conftest import TEST_SECRET
 from tests.support.processes import WorkerProcess, write_config
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.live_apply import apply_endpoint
 from warren.broker.publisher import Publisher

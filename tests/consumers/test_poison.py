@@ -22,10 +22,10 @@ from tests.support.receiver import Receiver
 from warren.broker import wire
 from warren.broker.events import Event
 from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryHooks, EndpointBlocked
-from warren.consumers.transport import SendResult
 from warren.consumers.worker import Worker
 from warren.topology import names
 from warren.topology.config import WarrenConfig
+from warren.transport.base import SendResult
 
 pytestmark = pytest.mark.timeout(40)
 

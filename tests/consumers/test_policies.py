@@ -9,7 +9,6 @@ import pytest
 
 from warren.broker import wire
 from warren.broker.dlq.letters import dead_letter_from
-from warren.consumers.classify import Outcome, classify, parse_retry_after
 from warren.consumers.delivery import (
     RESPONSE_HEADER_LIMIT,
     MalformedMessage,
@@ -17,7 +16,8 @@ from warren.consumers.delivery import (
     parse_delivery,
     retry_headers,
 )
-from warren.consumers.egress import ForbiddenAddress, check_url_literal, forbidden_reason
+from warren.transport.classify import Outcome, classify, parse_retry_after
+from warren.transport.egress import ForbiddenAddress, check_url_literal, forbidden_reason
 
 BODY = orjson.dumps({"id": "e1", "type": "a.b", "timestamp": "2026-01-01T00:00:00Z", "data": {}})
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import aio_pika
 
-from warren.broker.attempt_records import AttemptEntry
+from warren.store.attempt_records import AttemptEntry
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 

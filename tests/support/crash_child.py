@@ -11,9 +11,9 @@ import os
 import sys
 
 from tests.support.effects import effects_table
-from warren.consumers.receiving.idempotency import IdempotentConsumer
-from warren.consumers.receiving.stores import open_store
-from warren.consumers.receiving.stores.base import Transaction
+from warren.receiving.idempotency import IdempotentConsumer
+from warren.receiving.stores import open_store
+from warren.receiving.stores.base import Transaction
 
 CRASH_STATUS = 17
 

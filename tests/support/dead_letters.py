@@ -11,7 +11,7 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage
 
-from warren.broker.channels import SETTLE_PAUSE
+from warren.broker.amqp.channels import SETTLE_PAUSE
 from warren.broker.events import Event, encode_event
 from warren.consumers.delivery import dead_headers, parse_delivery
 from warren.topology import names

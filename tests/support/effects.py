@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from warren.consumers.receiving.stores.base import Store
-from warren.consumers.receiving.stores.postgres import PostgresStore
+from warren.receiving.stores.base import Store
+from warren.receiving.stores.postgres import PostgresStore
 
 __all__ = ["create_effects_table", "effect_rows", "effects_table"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from warren.consumers.receiving.errors import NonRetryable
-from warren.consumers.receiving.messages import InboundEvent
-from warren.consumers.receiving.stores.base import Transaction
+from warren.receiving.errors import NonRetryable
+from warren.receiving.messages import InboundEvent
+from warren.receiving.stores.base import Transaction
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from warren.broker.amqp.connection import connect_once
 from warren.broker.applier import declare_plan
-from warren.broker.connection import connect_once
 from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 

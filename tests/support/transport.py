@@ -6,9 +6,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from warren.consumers.delivery import Delivery
-from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import Endpoint
+from warren.transport.base import Delivery, Outcome, SendResult
 
 
 @dataclass(frozen=True)

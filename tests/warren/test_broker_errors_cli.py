@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.cli import warren
 from tests.support.processes import write_config
-from warren.broker.connection import link_lost
+from warren.broker.amqp.connection import link_lost
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from warren.deadlines import stop_if_cancelled, within
+from warren.core.deadlines import stop_if_cancelled, within
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -154,7 +154,7 @@ async def test_ctrl_c_during_a_replay_leaves_no_duplicate_and_loses_nothing(
     kept = Counter(await peek_ids(config, dlq))
     assert 20 <= sum(moved.values()) < count, sum(moved.values())
     # (the copies of the last letters acked before the channel closed came back to the DLQ in 2 to 6 runs of 12:
-    # RabbitMQ returned them although acked, see broker/channels.py SETTLE_PAUSE)
+    # RabbitMQ returned them although acked, see warren/broker/amqp/channels.py SETTLE_PAUSE)
     # A publish still unconfirmed FINISH_GRACE (5 s) after the signal leaves its letter in the DLQ, and the replay
     # says how many on stderr: only those may be in both places (a loaded 4.0.5 node once took longer for 30).
     both = sorted(i for i in moved if kept[i])

@@ -14,7 +14,7 @@ from tests.support.health import wait_until
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 from warren.consumers.worker import Worker

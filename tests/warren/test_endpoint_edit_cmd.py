@@ -15,14 +15,14 @@ from cryptography.fernet import Fernet
 from standardwebhooks import Webhook
 from typer.testing import CliRunner
 
-from tests.broker.admin.conftest import StandInApplier
+from tests.api.admin.conftest import StandInApplier
 from tests.support.cli import warren
 from tests.support.deep_json import nested
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.store import store_postgres, store_url
 from tests.support.topology import declare
-from warren.broker.admin.applier import LiveApplier
+from warren.api.admin.applier import LiveApplier
 from warren.cli import app
 from warren.topology.config import WarrenConfig
 

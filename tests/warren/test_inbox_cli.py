@@ -17,14 +17,14 @@ import aiohttp
 
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table
-from warren.consumers.receiving.identity import Identity
-from warren.consumers.receiving.messages import encode_inbound
-from warren.consumers.receiving.stores.sqlite import SqliteStore
-from warren.consumers.signing import signature_header
+from warren.receiving.identity import Identity
+from warren.receiving.messages import encode_inbound
+from warren.receiving.stores.sqlite import SqliteStore
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
 from warren.topology.secrets import SigningSecrets, WebhookSecret
+from warren.transport.signing import signature_header
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -151,7 +151,7 @@ def test_the_index_distribution_imports_from_its_own_files(installed: Installed,
 def test_warren_and_its_subpackages_import_from_the_wheel(installed: Installed) -> None:
     # When Warren's packages are imported in the venv beside the neighbours
     names = ["warren", "warren.broker", "warren.consumers", "warren.topology", "warren.store"]
-    names.append("warren.consumers.receiving")
+    names.append("warren.receiving")
     seen = _probe(installed, [*names, *(n.name for n in installed.neighbours)])
     # Then each comes from warren/ in site-packages, as real folders, owned by warren-webhooks alone
     purelib = Path(seen["purelib"])

@@ -16,7 +16,7 @@ from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
 from tests.support.processes import write_config
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.live_apply import apply_endpoint
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig

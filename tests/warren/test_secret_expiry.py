@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.broker.admin.flow_support import verifies
+from tests.api.admin.flow_support import verifies
 from tests.conftest import TEST_STORE_KEY
 from tests.support.event_flow import TenantFlow
 from tests.support.processes import running_workers, write_config

@@ -19,7 +19,7 @@ from tests.support.dead_letters import seed_dead_letters, wait_depth
 from tests.support.processes import write_config
 from tests.support.tcp_proxy import TcpProxy, through
 from tests.support.topology import declare
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 from warren.loop import INTERRUPT_GRACE

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.admin.flow_support import free_port
+from tests.api.admin.flow_support import free_port
 from tests.support.cli import warren
 from tests.support.processes import write_config
 from tests.support.topology import declare

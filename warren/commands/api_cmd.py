@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from warren.broker.ingest.server import serve
+from warren.api.server import serve
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
 
 

@@ -15,11 +15,11 @@ import typer
 from rich.markup import escape
 
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
+from warren.core.moments import iso_utc
 from warren.topology.config import StoreSettings
-from warren.topology.moments import iso_utc
 
 if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
-    from warren.broker.attempt_records import AttemptEntry
+    from warren.store.attempt_records import AttemptEntry
     from warren.store.attempts import AttemptPage
 
 __all__ = ["register"]

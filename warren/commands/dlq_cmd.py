@@ -12,8 +12,9 @@ import typer
 from aio_pika.abc import AbstractConnection
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warren.broker.confirm import missing
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once
+from warren.broker.amqp.confirm import missing
+from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect_once
+from warren.broker.amqp.probe import QueueProbe
 from warren.broker.dlq import (
     MAX_SCAN,
     DeadLetter,
@@ -28,16 +29,15 @@ from warren.broker.dlq import (
 )
 from warren.broker.dlq.shovel import shovel_name_stem
 from warren.broker.management import ManagementClient
-from warren.broker.queue_probe import QueueProbe
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
 from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
+from warren.core.errors import BrokerUnavailable, ManagementError, TopologyError
+from warren.core.visible import visible
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
-from warren.topology.errors import BrokerUnavailable, ManagementError, TopologyError
 from warren.topology.planner import DELIVERY_LIMIT
-from warren.topology.visible import visible
 
 __all__ = ["register"]
 
@@ -95,7 +95,7 @@ async def _with_broker(config: WarrenConfig, work: Callable[[AbstractConnection]
 async def _guard_delivery_limit(config: WarrenConfig, queue: str, path: Path | None) -> None:
     """Refuse to read a DLQ whose delivery limit is below Warren's: every read counts as a delivery there.
 
-    Warren's own limit (2^31-1) cannot run out by reading (broker/dlq/browse.py); a lower one can.
+    Warren's own limit (2^31-1) cannot run out by reading (warren/broker/dlq/browse.py); a lower one can.
     """
     try:
         async with ManagementClient.from_settings(config.broker) as api:

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warren.broker.dlq.letters import DeadLetter, format_ms, json_safe
-from warren.topology.visible import visible
+from warren.core.visible import visible
 
 __all__ = ["WIDE", "letter_detail", "letters_table", "moves_table", "type_counts"]
 
@@ -28,7 +28,7 @@ def _when(ms: int | None) -> str:
 
 
 def _cell(value: object) -> str:
-    """A value as printed: control characters from the message written as escapes (topology/visible.py)."""
+    """A value as printed: control characters from the message written as escapes (warren/core/visible.py)."""
     return "-" if value is None else visible(str(value))
 
 

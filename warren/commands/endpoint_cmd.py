@@ -20,15 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from warren.broker.dlq import parse_moment, recover
+from warren.broker.endpoint_state.admin import AdminError, change_admin, open_connection, read_views, waiting
+from warren.broker.endpoint_state.operator_events import iso
+from warren.broker.endpoint_state.records import CLOSED, EndpointView, StateRecord, summary
 from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
 from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
-from warren.consumers.health.admin import AdminError, change_admin, open_connection, read_views, waiting
-from warren.consumers.health.operator_events import iso
-from warren.consumers.health.records import CLOSED, EndpointView, StateRecord, summary
+from warren.core.errors import WarrenError
+from warren.core.redact import redact_url
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import WarrenError
-from warren.topology.redact import redact_url
 
 __all__ = ["register"]
 
@@ -93,7 +93,7 @@ def _load(config: ConfigOption) -> WarrenConfig:
     if settings.store.url is None:
         return settings
 
-    from warren.broker.admin.service import open_service
+    from warren.api.admin.service import open_service
 
     async def stored() -> WarrenConfig:
         async with open_service(settings) as service:

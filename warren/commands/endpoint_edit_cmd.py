@@ -1,6 +1,6 @@
 """``warren endpoint create|update|delete|rotate-secret|secret|test``: endpoints as live data, in the store.
 
-The same operations as the admin API (broker/admin/service.py), run from the command line: each one is
+The same operations as the admin API (warren/broker/admin/service.py), run from the command line: each one is
 applied to RabbitMQ and to every running worker, then stored. Needs ``[store] url`` and the store's key.
 """
 
@@ -18,7 +18,7 @@ from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 
 if TYPE_CHECKING:  # the store's libraries load when a command runs, not with the CLI
-    from warren.broker.admin.service import EndpointService
+    from warren.api.admin.service import EndpointService
 
 __all__ = ["register"]
 
@@ -43,7 +43,7 @@ def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Aw
     if settings.store.url is None:
         fail("no endpoint store configured: set [store] url (docs/endpoints.md)", EXIT_USAGE)
 
-    from warren.broker.admin.service import open_service
+    from warren.api.admin.service import open_service
 
     async def go() -> T:
         async with open_service(settings) as service:
@@ -57,7 +57,7 @@ def _options(**given: Any) -> dict[str, Any]:
 
 
 def delivered(result: Any) -> bool:
-    from warren.broker.admin.service import delivered as was_delivered
+    from warren.api.admin.service import delivered as was_delivered
 
     return was_delivered(result)
 

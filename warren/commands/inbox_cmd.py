@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
-from warren.consumers.receiving.errors import HandlerError
-from warren.consumers.receiving.handlers import import_from_working_directory, load_handler
-from warren.consumers.receiving.running import run_inbox, serve_receiver
+from warren.receiving.errors import HandlerError
+from warren.receiving.handlers import import_from_working_directory, load_handler
+from warren.receiving.running import run_inbox, serve_receiver
 from warren.topology.config import WarrenConfig
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

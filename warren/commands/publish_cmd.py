@@ -10,15 +10,15 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warren.broker.connection import connect
+from warren.broker.amqp.connection import connect
 from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fields
 from warren.broker.events import Event
-from warren.broker.line_stream import stream_lines
 from warren.broker.publisher import Publisher
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, json_option, load, run
-from warren.deadlines import stop_if_cancelled
+from warren.core.deadlines import stop_if_cancelled
+from warren.core.errors import EventError, PublishError
+from warren.core.line_stream import stream_lines
 from warren.topology.config import WarrenConfig
-from warren.topology.errors import EventError, PublishError
 
 
 async def _publish_one(config: WarrenConfig, event: Event) -> None:
@@ -33,7 +33,7 @@ async def _publish_one(config: WarrenConfig, event: Event) -> None:
 
 
 async def _publish_file(config: WarrenConfig, source: str) -> int:
-    # Read by a thread (broker/line_stream.py): a line on a live pipe is published as soon as it arrives.
+    # Read by a thread (warren/core/line_stream.py): a line on a live pipe is published as soon as it arrives.
     stream = sys.stdin.buffer if source == "-" else Path(source).open("rb")  # noqa: SIM115, ASYNC230
     bad: list[BadLine] = []
     failed: list[tuple[str, PublishError]] = []

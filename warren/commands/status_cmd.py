@@ -15,17 +15,17 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from warren.broker.connection import CONNECTION_EXCEPTIONS, connect_once, link_lost
+from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect_once, link_lost
 from warren.broker.dlq.letters import format_ms
+from warren.broker.endpoint_state.admin import read_circuit_states
 from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
-from warren.consumers.health.admin import read_circuit_states
-from warren.deadlines import stop_if_cancelled
+from warren.core.deadlines import stop_if_cancelled
+from warren.core.errors import BrokerUnavailable, WarrenError
 from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
-from warren.topology.errors import BrokerUnavailable, WarrenError
 
 __all__ = ["register", "render_status"]
 

@@ -13,9 +13,9 @@ from rich.markup import escape
 
 from warren.broker.live_set import read_live_endpoints, with_live_endpoints
 from warren.common import ConfigOption, console, err_console, fail, load
+from warren.core.errors import WarrenError
 from warren.topology.config import WarrenConfig
 from warren.topology.definitions import definitions
-from warren.topology.errors import WarrenError
 from warren.topology.planner import plan_topology
 from warren.topology.render import plan_tree, render_text
 

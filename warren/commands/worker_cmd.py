@@ -9,7 +9,7 @@ import typer
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
 from warren.consumers.attempt_log import configure_logging
 from warren.consumers.worker import Worker
-from warren.topology.errors import WarrenError
+from warren.core.errors import WarrenError
 
 
 def worker(

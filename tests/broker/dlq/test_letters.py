@@ -21,7 +21,7 @@ from warren.broker.dlq.move import replay_headers
 from warren.broker.dlq.selection import Selection, parse_moment, select
 from warren.broker.dlq.shovel import shovel_definition, shovel_name
 from warren.commands.dlq_render import WIDE, letter_detail, letters_table, moves_table, type_counts
-from warren.topology.visible import visible
+from warren.core.visible import visible
 
 HEADERS = {
     wire.H_KEY: "acct-1",

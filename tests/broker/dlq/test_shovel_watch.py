@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from warren.broker.dlq import shovel
-from warren.topology.errors import ReplayError
+from warren.core.errors import ReplayError
 
 
 @dataclass

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from warren.broker.endpoint_state.records import CLOSED, HALF_OPEN, OPEN, EndpointView
 from warren.consumers.health import breaker
 from warren.consumers.health.breaker import FailureCounter, cooldown_for, judge
-from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, EndpointView
-from warren.consumers.http_transport import http_result
-from warren.consumers.transport import Outcome, SendResult
 from warren.topology.config import CircuitSettings
+from warren.transport.base import Outcome, SendResult
+from warren.transport.http import http_result
 
 
 def settings(**overrides: object) -> CircuitSettings:

@@ -15,9 +15,9 @@ from tests.support.health import dlq_count, message_count, operator_inbox, wait_
 from tests.support.processes import write_config
 from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, always
+from warren.broker.endpoint_state.admin import change_admin, open_connection
+from warren.broker.endpoint_state.records import DISABLED, OPEN
 from warren.broker.events import Event
-from warren.consumers.health.admin import change_admin, open_connection
-from warren.consumers.health.records import DISABLED, OPEN
 from warren.consumers.worker import Worker
 from warren.topology import names
 from warren.topology.config import WarrenConfig

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import TEST_SECRET
+from warren.broker.endpoint_state.records import CLOSED, HALF_OPEN, OPEN, THROTTLE, StateRecord
 from warren.consumers.health.guard import EndpointGuard
-from warren.consumers.health.records import CLOSED, HALF_OPEN, OPEN, THROTTLE, StateRecord
 from warren.consumers.hooks import EndpointBlocked
-from warren.consumers.http_transport import http_result
 from warren.topology.config import Endpoint
+from warren.transport.http import http_result
 
 pytestmark = pytest.mark.timeout(10)
 

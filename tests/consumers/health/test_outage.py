@@ -18,11 +18,11 @@ import pytest
 
 from tests.support.health import dlq_count, operator_inbox, wait_until
 from tests.support.receiver import Receiver, Reply
+from warren.broker.endpoint_state.records import CLOSED, OPEN
 from warren.broker.events import Event
-from warren.consumers.health.records import CLOSED, OPEN
 from warren.consumers.hooks import DeliveryHooks, EndpointBlocked
-from warren.consumers.transport import SendResult
 from warren.consumers.worker import Worker
+from warren.transport.base import SendResult
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from warren.consumers.health.admin import change_admin, open_connection
-from warren.consumers.health.records import ADMIN, DISABLED, StateRecord
-from warren.consumers.health.state_store import StateStore
+from warren.broker.endpoint_state.admin import change_admin, open_connection
+from warren.broker.endpoint_state.records import ADMIN, DISABLED, StateRecord
+from warren.broker.endpoint_state.stream import StateStore
 from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(20)

@@ -1,0 +1,146 @@
+"""The ack batcher against RabbitMQ: a settled prefix goes in one multiple ack, a straggler is acked on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+
+from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.broker.amqp.channels import SETTLE_PAUSE
+
+
+async def _unacked(queue: aio_pika.abc.AbstractQueue, channel: aio_pika.abc.AbstractChannel) -> int:
+    """Messages of ``queue`` delivered and not acked, as RabbitMQ counts them (passive declare on a fresh channel)."""
+    declared = await channel.declare_queue(queue.name, passive=True)
+    count = declared.declaration_result.message_count
+    assert count is not None
+    return count
+
+
+async def _tracked(
+    channel: aio_pika.abc.AbstractChannel, name: str, count: int, batcher: AckBatcher
+) -> tuple[aio_pika.abc.AbstractQueue, list[AbstractIncomingMessage]]:
+    """A quorum queue ``name`` with ``count`` messages, consumed on ``channel``, tracked by the batcher."""
+    await channel.set_qos(prefetch_count=10)
+    queue = await channel.declare_queue(name, durable=True, arguments={"x-queue-type": "quorum"})
+    for i in range(count):
+        await channel.default_exchange.publish(aio_pika.Message(str(i).encode()), routing_key=queue.name)
+    delivered: list[AbstractIncomingMessage] = []
+
+    async def on_message(message: AbstractIncomingMessage) -> None:
+        batcher.track(message)
+        delivered.append(message)
+
+    await queue.consume(on_message)
+    deadline = time.monotonic() + 5
+    while len(delivered) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return queue, delivered
+
+
+@pytest.mark.timeout(20)
+async def test_acks_wait_for_the_head_then_go_together_and_a_straggler_goes_alone(amqp_url: str, prefix: str) -> None:
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=0.002, straggler_after=0.3)
+        queue, delivered = await _tracked(channel, f"{prefix}.acks", 5, batcher)
+        assert [m.body for m in delivered] == [b"0", b"1", b"2", b"3", b"4"]
+
+        # Message 0 is still being delivered: the acks of 1..4 wait behind it, then go on their own once stale.
+        for message in delivered[1:]:
+            await batcher.ack(message)
+        acked_behind_head = time.monotonic()
+        await asyncio.sleep(0.1)
+        assert len(batcher._acked) == 4  # within straggler_after: nothing sent, none dropped
+        while batcher._acked and time.monotonic() - acked_behind_head < 3:
+            await asyncio.sleep(0.01)
+        assert not batcher._acked
+        assert time.monotonic() - acked_behind_head >= 0.3
+        # Now the head: its ack completes the prefix (1..4 settled already) and is sent as a multiple ack.
+        await batcher.ack(delivered[0])
+        await batcher.flush()
+        await asyncio.sleep(0.05)
+        assert not batcher._order and not batcher._settled
+    finally:
+        await connection.close()  # anything not acked would go back to the queue now
+
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 0  # every message was acked exactly once
+    finally:
+        await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_close_waits_the_settle_pause_after_the_last_ack_sent(amqp_url: str, prefix: str) -> None:
+    """A quorum queue can apply a closing channel's return of its unacked deliveries before acks sent just before
+    the close: the batcher's close keeps the channel open until SETTLE_PAUSE after its last ack, and no longer."""
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=0.002, straggler_after=0.05)
+        queue, delivered = await _tracked(channel, f"{prefix}.settle", 6, batcher)
+        assert len(delivered) == 6
+
+        # Acks sent long before the close: nothing to wait for.
+        for message in delivered[:3]:
+            await batcher.ack(message)
+        await batcher.flush()
+        await asyncio.sleep(SETTLE_PAUSE + 0.05)
+        # The rest is acked now and sent by the close itself: it waits the whole pause after sending them.
+        for message in delivered[3:]:
+            await batcher.ack(message)
+        started = time.monotonic()
+        await batcher.close()
+        waited = time.monotonic() - started
+        assert SETTLE_PAUSE - 0.01 <= waited < SETTLE_PAUSE + 1.0, waited
+        await channel.close()
+
+        idle = AckBatcher()
+        started = time.monotonic()
+        await idle.close()
+        assert time.monotonic() - started < 0.05  # it sent nothing: it closes at once
+    finally:
+        await connection.close()
+
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 0  # all six acked, none returned by the close
+    finally:
+        await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_flush_at_sends_a_full_batch_without_waiting_out_the_delay(amqp_url: str, prefix: str) -> None:
+    """A long ``max_delay`` bounds how long acks wait, ``flush_at`` how many: the 4th ack goes with its 3 neighbours
+    at once, not 10 s later (a killed replay leaves at most a batch of confirmed copies unacked in its DLQ)."""
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=10.0, flush_at=4)
+        queue, delivered = await _tracked(channel, f"{prefix}.flush-at", 6, batcher)
+        assert len(delivered) == 6
+
+        for message in delivered[:3]:
+            await batcher.ack(message)
+        await asyncio.sleep(0.1)
+        assert len(batcher._acked) == 3  # below flush_at: they wait for the delay
+        started = time.monotonic()
+        await batcher.ack(delivered[3])
+        while batcher._acked and time.monotonic() - started < 2:
+            await asyncio.sleep(0.005)
+        assert not batcher._acked and time.monotonic() - started < 2
+        await asyncio.sleep(SETTLE_PAUSE + 0.05)  # let the quorum queue apply the ack before the close
+    finally:
+        await connection.close()  # 4 and 5 were never acked: they go back to the queue
+
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 2  # 0..3 acked by the batch, 4 and 5 returned
+    finally:
+        await check.close()

@@ -1,0 +1,308 @@
+"""The admin API's part of ``/openapi.json``: its paths, generated from ``schemas.py``, added to the ingest
+API's document when the admin API is enabled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+import warren.api.admin.schemas as s
+
+__all__ = ["add_admin_paths"]
+
+_REF = "#/components/schemas/{model}"
+_MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    (s.EndpointIn, "validation"),
+    (s.EndpointPatch, "validation"),
+    (s.RotateIn, "validation"),
+    (s.StateIn, "validation"),
+    (s.TestIn, "validation"),
+    (s.EndpointOut, "serialization"),
+    (s.EndpointCreated, "serialization"),
+    (s.EndpointPage, "serialization"),
+    (s.Rotated, "serialization"),
+    (s.RevealedSecrets, "serialization"),
+    (s.StateOut, "serialization"),
+    (s.TestOut, "serialization"),
+    (s.EventAttempts, "serialization"),
+    (s.AttemptPage, "serialization"),
+    (s.RecoverOut, "serialization"),
+]
+_SECURITY: list[dict[str, list[str]]] = [{"admin": []}]
+_NAME = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The endpoint's name.",
+    "schema": {"type": "string", "pattern": s.NAME_PATTERN},
+}
+
+
+def _json(schema: str, description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": _REF.format(model=schema)}}},
+    }
+
+
+_ERRORS: dict[str, dict[str, Any]] = {
+    "400": _json("ErrorBody", "The body is not valid JSON (`malformed_json`)."),
+    "401": {
+        **_json("ErrorBody", "No admin token, or a wrong one (`unauthorized`); producer tokens are not admin tokens."),
+        "headers": {"WWW-Authenticate": {"description": "Bearer challenge.", "schema": {"type": "string"}}},
+    },
+    "404": _json("ErrorBody", "No endpoint of that name (`not_found`)."),
+    "409": _json(
+        "ErrorBody",
+        "The name is taken (`endpoint_exists`); the endpoint comes from the configuration file and only "
+        "`warren setup` changes it (`file_managed`); or RabbitMQ refused the change (`refused`: it holds "
+        "messages, or its ordering would change, or the state change does not apply); for a test send, "
+        "the endpoint cannot sign (`cannot_send`: its secret's variable is not set here).",
+    ),
+    "413": _json("ErrorBody", "The body is over `api.max_body` (`payload_too_large`)."),
+    "415": _json("ErrorBody", "Content-Type is not `application/json` (`unsupported_media_type`)."),
+    "422": _json(
+        "ErrorBody",
+        "The request breaks the schema (`invalid_request`), or the endpoint would be invalid "
+        "(`invalid_endpoint`, e.g. a private address); `fields` names each field.",
+    ),
+    "503": _json(
+        "ErrorBody",
+        "The store (`store_unavailable`) or RabbitMQ (`broker_unavailable`) is unreachable: nothing changed.",
+    ),
+}
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {code: _ERRORS[code] for code in codes}
+
+
+_WITH_BODY = ("400", "401", "404", "409", "413", "415", "422", "503")
+
+
+def _body(model: str, *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": {"$ref": _REF.format(model=model)}}}}
+
+
+def _state(action: str, summary: str) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": f"{action}Endpoint",
+            "summary": summary,
+            "security": _SECURITY,
+            "parameters": [_NAME],
+            "requestBody": _body("StateIn", required=False),
+            "responses": {
+                "200": _json("StateOut", "The state now (`changed`: false if it was already so)."),
+                **_errors(*_WITH_BODY),
+            },
+        }
+    }
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+def add_admin_paths(document: dict[str, Any]) -> None:
+    """Add the admin schemas, the ``admin`` security scheme and the ``/v1/endpoints`` paths to ``document``."""
+    _, defs = models_json_schema(_MODELS, ref_template=_REF)
+    document["components"]["schemas"].update(defs["$defs"])
+    document["components"]["securitySchemes"]["admin"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An admin token (`api.admin_tokens`).",
+    }
+    document["info"]["description"] += (
+        " The admin API (`/v1/endpoints`, admin tokens) creates, changes and removes endpoints at runtime,"
+        " and reads the attempt log (`/v1/events/{event_id}/attempts`, `/v1/endpoints/{name}/attempts`)."
+    )
+    list_params = [
+        _query("tenant", {"type": "string", "pattern": s.TENANT_PATTERN}, "Only this tenant's endpoints."),
+        _query("state", {"type": "string", "enum": list(s.STATES)}, "Only endpoints in this state."),
+        _query(
+            "event_type",
+            {"type": "string", "pattern": s.EVENT_TYPE_PATTERN, "maxLength": 200},
+            "Only endpoints subscribed to this event type.",
+        ),
+        _query("managed_by", {"type": "string", "enum": ["api", "file"]}, "Only API- or file-managed endpoints."),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Endpoints per page."),
+        _query("cursor", {"type": "string", "pattern": s.NAME_PATTERN}, "`next_cursor` of the previous page."),
+    ]
+    instant = {"type": "string", "pattern": s.INSTANT_PATTERN}
+    attempt_params = [
+        _query("status", {"type": "string", "enum": ["failed", "all"], "default": "all"}, "`failed`: not delivered."),
+        _query("since", instant, "Attempts at or after: epoch seconds or RFC 3339 (2025-12-01T12:00:00Z)."),
+        _query("until", instant, "Attempts before: epoch seconds or RFC 3339."),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}, "Attempts per page."),
+        _query("cursor", {"type": "string", "maxLength": 400}, "`next_cursor` of the previous page."),
+    ]
+    one = "/v1/endpoints/{name}"
+    document["paths"].update(
+        {
+            "/v1/endpoints": {
+                "get": {
+                    "operationId": "listEndpoints",
+                    "summary": "List endpoints, by name, a page at a time",
+                    "security": _SECURITY,
+                    "parameters": list_params,
+                    "responses": {"200": _json("EndpointPage", "A page of endpoints."), **_errors("401", "422", "503")},
+                },
+                "post": {
+                    "operationId": "createEndpoint",
+                    "summary": "Create an endpoint: stored, declared on RabbitMQ and served by every worker",
+                    "security": _SECURITY,
+                    "requestBody": _body("EndpointIn"),
+                    "responses": {
+                        "201": _json("EndpointCreated", "Created; `secret` is shown this once."),
+                        **_errors("400", "401", "409", "413", "415", "422", "503"),
+                    },
+                },
+            },
+            one: {
+                "get": {
+                    "operationId": "getEndpoint",
+                    "summary": "One endpoint (never its secret)",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "responses": {"200": _json("EndpointOut", "The endpoint."), **_errors("401", "404", "503")},
+                },
+                "patch": {
+                    "operationId": "updateEndpoint",
+                    "summary": "Change an endpoint's fields; applied to RabbitMQ and workers before it is stored",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "requestBody": _body("EndpointPatch"),
+                    "responses": {"200": _json("EndpointOut", "The endpoint as changed."), **_errors(*_WITH_BODY)},
+                },
+                "delete": {
+                    "operationId": "deleteEndpoint",
+                    "summary": "Stop delivery and remove the endpoint",
+                    "description": "Its queues and its dead-letter queue are removed, only when empty (else 409 "
+                    "`refused`); with `force=true`, what they hold is discarded, and counted in the answer's headers. "
+                    "Nothing of it is left for an endpoint created later under the same name.",
+                    "security": _SECURITY,
+                    "parameters": [
+                        _NAME,
+                        _query(
+                            "force",
+                            {"type": "string", "enum": ["true", "false"]},
+                            "Remove even when it holds messages.",
+                        ),
+                    ],
+                    "responses": {
+                        "204": {
+                            "description": "Removed.",
+                            "headers": {
+                                name: {"description": what, "schema": {"type": "integer", "minimum": 0}}
+                                for name, what in (
+                                    ("Warren-Discarded-Queued", "Events still queued for it, discarded (force)."),
+                                    ("Warren-Discarded-Dead-Letters", "Its dead letters, discarded (force)."),
+                                )
+                            },
+                        },
+                        **_errors("401", "404", "409", "422", "503"),
+                    },
+                },
+            },
+            one + "/rotate-secret": {
+                "post": {
+                    "operationId": "rotateEndpointSecret",
+                    "summary": "A new signing secret; the old one keeps signing beside it for a grace period",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "requestBody": _body("RotateIn", required=False),
+                    "responses": {"200": _json("Rotated", "The new secret (shown this once)."), **_errors(*_WITH_BODY)},
+                }
+            },
+            one + "/secret": {
+                "get": {
+                    "operationId": "revealEndpointSecret",
+                    "summary": "Reveal the endpoint's signing secrets (an explicit reveal; keep it out of logs)",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "responses": {
+                        "200": _json("RevealedSecrets", "Every secret that signs."),
+                        **_errors("401", "404", "409", "503"),
+                    },
+                }
+            },
+            one + "/pause": _state("pause", "Stop delivering on every worker; messages wait in RabbitMQ"),
+            one + "/resume": _state("resume", "Deliver to a paused endpoint again"),
+            one + "/disable": _state("disable", "Disable on every worker (kept across restarts)"),
+            one + "/enable": _state("enable", "Enable a disabled or paused endpoint"),
+            one + "/attempts": {
+                "get": {
+                    "operationId": "listEndpointAttempts",
+                    "summary": "The endpoint's delivery attempts from the attempt log, newest first, a page at a time",
+                    "description": "Kept for `store.attempt_retention`. An endpoint the store does not hold "
+                    "(deleted, or never stored) is no error: its attempts are listed while they are kept.",
+                    "security": _SECURITY,
+                    "parameters": [_NAME, *attempt_params],
+                    "responses": {"200": _json("AttemptPage", "A page of attempts."), **_errors("401", "422", "503")},
+                }
+            },
+            "/v1/events/{event_id}/attempts": {
+                "get": {
+                    "operationId": "listEventAttempts",
+                    "summary": "Every delivery attempt of one event, across endpoints, in time order",
+                    "description": "From the attempt log (kept for `store.attempt_retention`); an event with "
+                    "no attempt recorded has an empty list.",
+                    "security": _SECURITY,
+                    "parameters": [
+                        {
+                            "name": "event_id",
+                            "in": "path",
+                            "required": True,
+                            "description": "The event's id (`webhook-id`).",
+                            "schema": {"type": "string", "pattern": s.EVENT_ID_PATTERN},
+                        }
+                    ],
+                    "responses": {
+                        "200": _json("EventAttempts", "The event's attempts."),
+                        **_errors("401", "422", "503"),
+                    },
+                }
+            },
+            one + "/recover": {
+                "post": {
+                    "operationId": "recoverEndpoint",
+                    "summary": "Send back what failed for good since a moment (the DLQ's letters dead since then)",
+                    "description": "Each dead letter of the endpoint that died at or after `since` is published "
+                    "to the endpoint again with a fresh retry budget, confirmed, then removed from its DLQ; older "
+                    "ones stay. As `warren dlq replay --since`.",
+                    "security": _SECURITY,
+                    "parameters": [
+                        _NAME,
+                        {
+                            **_query(
+                                "since",
+                                {"type": "string", "minLength": 1, "maxLength": 64},
+                                "An ISO 8601 time (`2026-05-01T12:00:00Z`; naive is UTC) or a duration ago (`2h`).",
+                            ),
+                            "required": True,
+                        },
+                    ],
+                    "responses": {
+                        "200": _json("RecoverOut", "How many dead letters were sent back."),
+                        **_errors("401", "404", "409", "422", "503"),
+                    },
+                }
+            },
+            one + "/test": {
+                "post": {
+                    "operationId": "testEndpoint",
+                    "summary": "Send a signed test event now and return the attempt's outcome",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "requestBody": _body("TestIn", required=False),
+                    "responses": {
+                        "200": _json("TestOut", "The attempt was made: `delivered` says whether the endpoint took it."),
+                        **_errors(*_WITH_BODY),
+                    },
+                }
+            },
+        }
+    )

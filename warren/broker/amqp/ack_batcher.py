@@ -1,0 +1,168 @@
+"""Coalescing acks: one ``basic.ack(multiple=True)`` for a run of settled deliveries instead of one frame each.
+
+Deliveries on a channel carry increasing tags, but with many in flight they finish out of order, and a
+multiple ack covers every outstanding tag up to its own. So the batcher acks only the longest prefix of
+arrived tags that are all settled (acked, or settled another way such as a nack). A finished delivery stuck
+behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
+never holds the prefetch window hostage. With ``flush_at`` set, a batch goes as soon as that many acks wait,
+without waiting out ``max_delay``: a long window then bounds the time acks wait, ``flush_at`` how many.
+
+One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage
+from aiormq.exceptions import ChannelInvalidStateError
+
+from warren.broker.amqp.channels import SETTLE_PAUSE
+
+__all__ = ["AckBatcher"]
+
+
+def _channel_of(message: AbstractIncomingMessage) -> Any:
+    """The aiormq channel a delivery came on, or None when that channel is closed (its tags are void)."""
+    try:
+        return message.channel
+    except ChannelInvalidStateError:
+        return None
+
+
+class AckBatcher:
+    """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds.
+
+    ``flush_at``: send at once when this many acks wait (0: only ``max_delay`` decides).
+    """
+
+    def __init__(self, max_delay: float = 0.002, straggler_after: float = 0.05, flush_at: int = 0) -> None:
+        self.max_delay = max_delay
+        self.straggler_after = straggler_after
+        self.flush_at = flush_at
+        self._channel: Any = None  # the aiormq channel the tags belong to; a reopened channel starts afresh
+        self._order: deque[int] = deque()
+        self._acked: dict[int, float] = {}  # tag -> when it was acked (not yet sent)
+        self._settled: set[int] = set()  # settled otherwise (nacked) or already acked on their own
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+        self._last_sent = -SETTLE_PAUSE  # monotonic time of the last ack sent on the channel
+
+    def track(self, message: AbstractIncomingMessage) -> None:
+        """Record an arrival, in delivery order."""
+        channel = _channel_of(message)
+        if channel is None:
+            return
+        if channel is not self._channel:
+            self._reset(channel)
+        if message.delivery_tag is not None:
+            self._order.append(message.delivery_tag)
+
+    async def ack(self, message: AbstractIncomingMessage) -> None:
+        """Ack ``message`` soon, together with its neighbours."""
+        tag = message.delivery_tag
+        channel = _channel_of(message)
+        if channel is None:
+            return  # its channel is gone, and with it the delivery: RabbitMQ delivers the message again
+        if channel is not self._channel or tag is None:
+            await message.ack()  # a delivery from a channel since replaced: ack it as it is
+            return
+        self._acked[tag] = time.monotonic()
+        if self.flush_at and len(self._acked) >= self.flush_at and self._timer is not None:
+            self._timer.cancel()
+            self._fire()
+            return
+        self._schedule()
+
+    def settled(self, message: AbstractIncomingMessage) -> None:
+        """``message`` was settled without the batcher (a nack): it no longer blocks the prefix."""
+        if message.delivery_tag is not None and _channel_of(message) is self._channel:
+            self._settled.add(message.delivery_tag)
+            self._schedule()
+
+    async def flush(self) -> None:
+        """Send every ack that can be sent now (shutdown calls this after the in-flight deliveries end)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._send()
+
+    async def close(self) -> None:
+        """Send every ack still waiting, stragglers included, and stop: the channel is about to be closed.
+
+        Nothing is sent on the channel after this returns (an ack sent on a closed channel's number, reused by
+        the next channel opened, is a connection error: ``CHANNEL_ERROR - expected 'channel.open'``). It returns
+        no sooner than ``SETTLE_PAUSE`` after the last ack sent, so that a quorum queue applies those acks
+        before the channel's close returns its unacked deliveries (broker/amqp/channels.py): otherwise a partition
+        handed back, or a worker stopping, sees its last acked deliveries come back and be delivered again.
+        """
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushing is not None and not self._flushing.done():
+            with contextlib.suppress(Exception):
+                await self._flushing
+        self.straggler_after = 0.0
+        await self._send()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._reset(None)
+        settle = self._last_sent + SETTLE_PAUSE - time.monotonic()
+        if settle > 0:
+            await asyncio.sleep(settle)
+
+    def _reset(self, channel: Any) -> None:
+        self._channel = channel
+        self._order.clear()
+        self._acked.clear()
+        self._settled.clear()
+
+    def _schedule(self) -> None:
+        if self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.max_delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._send())
+        else:
+            self._schedule()
+
+    async def _send(self) -> None:
+        channel = self._channel
+        if channel is None or channel.is_closed:
+            return
+        highest: int | None = None
+        while self._order and (self._order[0] in self._acked or self._order[0] in self._settled):
+            tag = self._order.popleft()
+            if self._acked.pop(tag, None) is not None:
+                highest = tag
+            self._settled.discard(tag)
+        singles: list[int] = []
+        if self._acked:
+            cutoff = time.monotonic() - self.straggler_after
+            # _acked is in the order of acking, so the stragglers are its head: stop at the first one that is
+            # not (scanning every waiting ack each flush cost the worker a few percent under a slow receiver).
+            for tag, at in self._acked.items():
+                if at > cutoff:
+                    break
+                singles.append(tag)
+            for tag in singles:
+                del self._acked[tag]
+                self._settled.add(tag)
+            if self._acked:
+                self._schedule()  # the rest waits behind a slow delivery; look again shortly
+        # A lost channel takes its unacked deliveries back to the queue: RabbitMQ redelivers them.
+        with contextlib.suppress(Exception):
+            if highest is not None:
+                await channel.basic_ack(highest, multiple=True)
+            for tag in singles:
+                await channel.basic_ack(tag)
+        if highest is not None or singles:
+            self._last_sent = time.monotonic()

@@ -1,0 +1,103 @@
+"""RabbitMQ's answers mapped to Warren's errors once: a confirmed mandatory publish, and objects that must exist.
+
+Every path that moves a message (the publisher, the worker's retries and dead letters, DLQ replays, the
+receiving side) publishes through ``publish_confirmed``: the message is stored when it returns, and an
+:class:`UnroutableError` or :class:`PublishError` otherwise. aiormq's exceptions are caught here and nowhere
+else on those paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractMessage, AbstractQueue
+
+from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.core.errors import PublishError, TopologyError, UnroutableError, describe
+
+__all__ = [
+    "LINK_ERRORS",
+    "Nacked",
+    "existing_exchange",
+    "existing_queue",
+    "missing",
+    "one_at_a_time",
+    "publish_confirmed",
+]
+
+# The link, not the message: aio-pika raises RuntimeError for a channel that is closed or not reopened yet.
+LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
+
+
+class Nacked(PublishError):
+    """RabbitMQ answered the publish with a nack: not stored. On 3.10 the channel may be stale (confirm_channel.py)."""
+
+
+def missing(kind: str, name: str) -> str:
+    """The one wording for an object Warren needs that is not on the broker."""
+    return f"{kind} {name} does not exist: run `warren setup`"
+
+
+async def publish_confirmed(
+    exchange: AbstractExchange,
+    message: AbstractMessage,
+    routing_key: str,
+    *,
+    what: str,
+    event_id: str | None = None,
+    unroutable: str | None = None,
+) -> None:
+    """Publish with ``mandatory`` on a confirming channel and wait for the confirm.
+
+    ``what`` names the message in errors ("event e1"); ``unroutable`` replaces the default text when the
+    broker returns the message because no queue is bound for it. Raises UnroutableError or PublishError,
+    and nothing else that comes from RabbitMQ or the link.
+    """
+    try:
+        await exchange.publish(message, routing_key=routing_key, mandatory=True)
+    except aiormq.exceptions.PublishError as exc:
+        text = unroutable or f"{what} is unroutable: {exchange.name} routes {routing_key!r} to no queue"
+        raise UnroutableError(text, event_id) from exc
+    except aiormq.exceptions.DeliveryError as exc:
+        raise Nacked(f"RabbitMQ refused {what} (nack)", event_id) from exc
+    except LINK_ERRORS as exc:
+        raise PublishError(f"{what} not confirmed: connection to RabbitMQ lost ({describe(exc)})", event_id) from exc
+    except aiormq.exceptions.AMQPError as exc:  # e.g. the channel closed by the broker (a deleted exchange)
+        raise PublishError(f"{what} not stored: RabbitMQ failed: {describe(exc)}", event_id) from exc
+
+
+@asynccontextmanager
+async def one_at_a_time(in_flight: dict[str, asyncio.Future[None]], message_id: str) -> AsyncIterator[None]:
+    """Hold the block while no other publish of ``message_id`` is in flight on the channel ``in_flight`` tracks.
+
+    aiormq matches a returned message to its publish by message_id, so two publishes of one id awaiting
+    their confirms together on one channel could be mismatched: the second waits for the first.
+    """
+    while (previous := in_flight.get(message_id)) is not None:
+        await asyncio.shield(previous)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    in_flight[message_id] = done
+    try:
+        yield
+    finally:
+        del in_flight[message_id]
+        done.set_result(None)
+
+
+async def existing_exchange(channel: AbstractChannel, name: str) -> AbstractExchange:
+    """The exchange ``name`` (checked with a passive declare); TopologyError when it does not exist."""
+    try:
+        return await channel.get_exchange(name, ensure=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        raise TopologyError(missing("exchange", name)) from None
+
+
+async def existing_queue(channel: AbstractChannel, name: str, kind: str = "queue") -> AbstractQueue:
+    """The queue ``name`` (checked with a passive declare); TopologyError when it does not exist."""
+    try:
+        return await channel.declare_queue(name, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        raise TopologyError(missing(kind, name)) from None

@@ -1,0 +1,236 @@
+"""Connecting to RabbitMQ: one node or a cluster's nodes, with failures mapped to BrokerUnavailable in one place.
+
+Every connection Warren makes (worker, publisher, ``warren api``, CLI commands) comes from ``connect`` or
+``connect_once``, which take one URL or a list of a cluster's nodes. The list is shuffled per connection, so
+that a fleet spreads over the nodes, and the first node that opens wins. A robust connection that later loses
+its node reconnects to the next one in its order, one node per attempt, round and round (aio-pika's robust
+connection knows one URL: ``_RobustConnection`` swaps it before each attempt).
+
+A vhost that does not exist (or that the user may not use) is refused while the connection opens: RabbitMQ
+answers ``connection.open`` with ``connection.close`` (530 NOT_ALLOWED), which aiormq reports as an
+InvalidFrameError and a long traceback. ``open_failure`` turns it into one line naming the vhost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import weakref
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aio_pika
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustConnection
+from yarl import URL
+
+from warren.broker.amqp.close_ok import answer_every_channel_close
+from warren.core.deadlines import within
+from warren.core.errors import BrokerUnavailable, describe
+from warren.core.redact import redact_url
+
+__all__ = [
+    "CONNECTION_EXCEPTIONS",
+    "OPEN_EXCEPTIONS",
+    "Nodes",
+    "closing",
+    "connect",
+    "connect_once",
+    "current_node",
+    "link_lost",
+    "node_order",
+    "nodes_text",
+    "open_failure",
+    "redact_url",
+]
+
+# One node's URL, or the URLs of a cluster's nodes (``BrokerSettings.urls``).
+Nodes = str | Sequence[str]
+
+answer_every_channel_close()  # aiormq may leave a channel RabbitMQ closed "closing" for good (broker/amqp/close_ok.py)
+
+log = logging.getLogger("warren.broker")
+
+# A robust channel is reopened, with its consumers, when its connection comes back and when RabbitMQ closed that
+# one channel (a channel error), and a close that lands while that reopen is under way does not stick: aio-pika's
+# reopen clears the channel's closed state after the close has set it. A consumer nobody reads would then hold
+# its messages unacked, or stay a partition's single active consumer for good (a node-kill run left a partition
+# stuck so). So a channel closed for good (broker/amqp/channels.py marks it) is closed again whenever a reopen of it
+# ends: aio-pika runs the channel's ``reopen_callbacks`` at the end of every reopen, on either path.
+_CLOSED: weakref.WeakSet[AbstractChannel] = weakref.WeakSet()
+_CLOSING_AGAIN: set[asyncio.Task[None]] = set()
+REOPENED_CLOSE_TIMEOUT = 5.0  # seconds one such close may take
+
+
+def closing(channel: AbstractChannel) -> None:
+    """Record that ``channel`` is being closed for good: a reopen that restores it closes it again."""
+    if channel in _CLOSED:
+        return
+    _CLOSED.add(channel)
+    callbacks = getattr(channel, "reopen_callbacks", None)  # robust channels only: others are never reopened
+    if callbacks is not None:
+        callbacks.add(_reopened)
+
+
+def _reopened(channel: AbstractChannel) -> None:
+    # Inside the reopen (under the channel's restore lock): the close runs as a task of its own once it is over.
+    log.warning("channel %s was closed while it was being reopened, and came back: closing it again", channel.number)
+    task = asyncio.get_running_loop().create_task(_close_again(channel), name="warren-close-reopened")
+    _CLOSING_AGAIN.add(task)
+    task.add_done_callback(_CLOSING_AGAIN.discard)
+
+
+async def _close_again(channel: AbstractChannel) -> None:
+    with contextlib.suppress(Exception):
+        await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
+
+
+# Failures after which trying again later can succeed: the link or the broker, not our request.
+CONNECTION_EXCEPTIONS: tuple[type[Exception], ...] = (
+    aiormq.exceptions.AMQPConnectionError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    asyncio.TimeoutError,
+    socket.gaierror,
+)
+
+
+def link_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the link to RabbitMQ went away under a command (a timeout is not counted: it may be
+    the management API's). aiormq has no type for opening a channel on a connection that closed meanwhile (a
+    broker restart): it raises ``RuntimeError("<Connection: ...> closed")``."""
+    if isinstance(exc, CONNECTION_EXCEPTIONS) and not isinstance(exc, asyncio.TimeoutError):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).startswith("<Connection") and str(exc).endswith(" closed")
+
+
+# How long a connection whose first connect failed may take to close (it never opened: nothing to flush).
+ABANDON_TIMEOUT = 2.0
+
+# What opening a connection can raise besides a broken link: the broker closing it instead of opening it.
+OPEN_EXCEPTIONS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, aiormq.exceptions.InvalidFrameError)
+
+
+def open_failure(url: str, exc: Exception) -> BrokerUnavailable:
+    """The one-line error for a connection that could not be opened (see the module docstring)."""
+    if isinstance(exc, aiormq.exceptions.InvalidFrameError) and "Connection.Close" in str(exc):
+        parts = urlsplit(url)
+        vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+        user = unquote(parts.username) if parts.username else "guest"
+        return BrokerUnavailable(
+            f"RabbitMQ at {redact_url(url)} refused to open vhost '{vhost}': it does not exist, or user '{user}' "
+            f"may not use it; create it (`rabbitmqctl add_vhost {vhost}`, then `rabbitmqctl set_permissions -p "
+            f"{vhost} {user} '.*' '.*' '.*'`) or fix the vhost in broker.url"
+        )
+    return BrokerUnavailable(f"cannot connect to RabbitMQ at {redact_url(url)}: {describe(exc)}")
+
+
+def node_order(nodes: Nodes, rng: random.Random | None = None) -> list[str]:
+    """The nodes in the order one connection tries them: shuffled, so that a fleet spreads over the cluster."""
+    order = [nodes] if isinstance(nodes, str) else list(nodes)
+    (rng or random).shuffle(order)
+    return order
+
+
+def current_node(connection: AbstractConnection) -> str:
+    """The node a connection is on now, credentials hidden (it changes when a robust connection fails over)."""
+    return redact_url(str(getattr(connection, "url", "?")))
+
+
+def nodes_text(nodes: Nodes) -> str:
+    """The nodes for a message, credentials hidden: ``amqp://***@h1:5672/`` or ``any of [..., ...]``."""
+    if isinstance(nodes, str) or len(nodes) == 1:
+        return redact_url(nodes if isinstance(nodes, str) else nodes[0])
+    return "any of [" + ", ".join(redact_url(url) for url in nodes) + "]"
+
+
+class _RobustConnection(aio_pika.RobustConnection):
+    """aio-pika's robust connection, failing over between nodes, and closed when its first connect fails.
+
+    aio-pika reconnects to ``self.url`` and, before each attempt, sets ``transport`` to None (version pinned in
+    constraints.txt; tests/broker/test_connection_failover.py holds it to that): once the first connect has
+    succeeded, each such attempt moves ``self.url`` to the next node, so a dead node is left at once and a
+    second dead one costs one ``reconnect_interval``.
+
+    aio-pika starts a reconnecting task on the first connect and leaves it running when that connect is cancelled
+    (it logs "cancelled. Reconnecting" and swallows further cancellations): a process told to stop while
+    RabbitMQ hangs its handshake would then never exit.
+    """
+
+    def __init__(self, url: URL, *, nodes: Sequence[str] = (), **kwargs: Any) -> None:
+        self._nodes = [URL(node) for node in nodes] or [URL(url)]
+        self._node = 0
+        self._opened_once = False
+        super().__init__(url, **kwargs)
+
+    @property
+    def transport(self) -> Any:
+        return self.__dict__.get("_transport")
+
+    @transport.setter
+    def transport(self, value: Any) -> None:
+        if value is None and self.__dict__.get("_opened_once") and not self._close_called:
+            self._node = (self._node + 1) % len(self._nodes)
+            self.url = self._nodes[self._node]
+        self.__dict__["_transport"] = value
+
+    async def _on_connected(self) -> None:
+        await super()._on_connected()
+        self._opened_once = True
+
+    async def connect(self, timeout: float | None = None) -> None:
+        try:
+            await super().connect(timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await within(asyncio.shield(self.close()), ABANDON_TIMEOUT)
+            raise
+
+
+def _unavailable(order: Sequence[str], failures: list[tuple[str, Exception]]) -> BrokerUnavailable:
+    """One node: its own message. Several: the vhost refusal if any node gave it, else every node's failure."""
+    if len(failures) == 1:
+        return open_failure(*failures[0])
+    for url, exc in failures:
+        if isinstance(exc, aiormq.exceptions.InvalidFrameError):
+            return open_failure(url, exc)
+    reasons = "; ".join(f"{redact_url(url)}: {describe(exc)}" for url, exc in failures)
+    return BrokerUnavailable(f"cannot connect to RabbitMQ at any of {len(order)} nodes ({reasons})")
+
+
+async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
+    """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
+    after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
+    order = node_order(url)
+    failures: list[tuple[str, Exception]] = []
+    for index, node in enumerate(order):
+        connection = _RobustConnection(
+            URL(node), nodes=order[index:] + order[:index], client_properties={"connection_name": name}
+        )
+        try:
+            await connection.connect(timeout)
+        except OPEN_EXCEPTIONS as exc:
+            failures.append((node, exc))
+            continue
+        return connection
+    raise _unavailable(order, failures) from failures[-1][1]
+
+
+async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractConnection:
+    """A plain connection for one command (``warren dlq``, ``warren status``), to the first node that opens.
+
+    A lost link fails the command, which then says to run it again; a robust connection would restore it
+    behind the command's back and re-create consumers on channels the command no longer tracks.
+    """
+    order = node_order(url)
+    failures: list[tuple[str, Exception]] = []
+    for node in order:
+        try:
+            return await aio_pika.connect(node, timeout=timeout, client_properties={"connection_name": name})
+        except OPEN_EXCEPTIONS as exc:
+            failures.append((node, exc))
+    raise _unavailable(order, failures) from failures[-1][1]

@@ -1,0 +1,204 @@
+"""Live endpoint records: what the admin side announces on ``<prefix>.endpoints`` and workers apply.
+
+One record per change: ``apply`` carries the endpoint's whole configuration, ``remove`` only its name. The
+endpoints stream keeps every record; the latest ``version`` per endpoint wins, so a worker reading the stream from
+the start, or hearing the broadcast, ends with the same set. Versions are epoch milliseconds, bumped past the last
+one this process wrote.
+
+Workers sign with the endpoint's secrets and read no database, so the record carries them, but sealed: each one a
+Fernet token under the store's keys (``[store] keys``, warren/store/keys.py), and the record says so with
+``"sealed": "fernet"``. RabbitMQ keeps the stream on disk; it never holds a secret in plain text. A worker opens
+them with the same keys (any configured key opens a token, so keys rotate as the store's do). A record whose
+secrets are not sealed (written before they were) is refused where a secret is needed, with a clear error; the
+rest of its configuration still counts for ``warren setup``'s plan, which signs nothing.
+
+A secret that a rotation replaced carries its end (``"secret_expires"``, epoch seconds, one entry per secret):
+the worker stops signing with it then, by itself, so no sweep or re-announcement has to run on time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from aio_pika import DeliveryMode, Message
+from aio_pika.abc import AbstractIncomingMessage
+from pydantic import ValidationError
+
+from warren.core.errors import WarrenError
+from warren.store.keys import Sealer, StoreKeyError
+from warren.topology.config import Endpoint
+from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
+
+__all__ = [
+    "APPLY",
+    "REMOVE",
+    "SEALED_WITH",
+    "EndpointRecord",
+    "SecretsUnavailable",
+    "decode_record",
+    "latest_per_endpoint",
+    "next_version",
+]
+
+APPLY: Literal["apply"] = "apply"
+REMOVE: Literal["remove"] = "remove"
+log = logging.getLogger("warren.live")
+
+SEALED_WITH = "fernet"  # the record's "sealed": its config's secrets are Fernet tokens under the store's keys
+
+
+class SecretsUnavailable(WarrenError, ValueError):
+    """An apply record's secrets cannot be opened here: no store key, a wrong one, or a record not sealed."""
+
+
+_last_version = 0
+
+
+def next_version() -> int:
+    """Epoch ms, strictly above the last version this process handed out (two changes in one ms stay ordered)."""
+    global _last_version
+    _last_version = max(int(time.time() * 1000), _last_version + 1)
+    return _last_version
+
+
+@dataclass(frozen=True)
+class EndpointRecord:
+    """One live change of one endpoint."""
+
+    endpoint: str
+    action: Literal["apply", "remove"]
+    version: int
+    by: str
+    config: dict[str, Any] | None = None  # the endpoint as JSON (``apply`` only), its secrets sealed
+    sealed: bool = True  # False: an apply record written before secrets were sealed (refused by endpoint_config)
+    secret_expires: tuple[float | None, ...] = ()  # each secret's end (epoch s), None while it has none
+
+    @classmethod
+    def applying(cls, endpoint: Endpoint, by: str, sealer: Sealer) -> EndpointRecord:
+        config = endpoint.model_dump(mode="json", exclude_defaults=True)
+        config["secret"] = [sealer.seal(text) for text in config["secret"]]
+        expires = tuple(secret.expires_at for secret in endpoint.secret)
+        return cls(endpoint.name, APPLY, next_version(), by, config, secret_expires=expires)
+
+    @classmethod
+    def removing(cls, name: str, by: str) -> EndpointRecord:
+        return cls(name, REMOVE, next_version(), by)
+
+    def endpoint_config(self, sealer: Sealer | StoreKeyError) -> Endpoint:
+        """The endpoint this record applies, its secrets opened with ``sealer`` (the store's keys).
+
+        ``sealer`` is the StoreKeyError that building it raised when this process has no usable key. Raises
+        SecretsUnavailable when the secrets cannot be opened, ValueError when the endpoint cannot be built here.
+        """
+        config = self._config()
+        if not self.sealed:
+            raise SecretsUnavailable(
+                f"record of {self.endpoint!r} carries its secrets unsealed (written before announcements sealed "
+                "them); refused: apply the endpoint again (`warren endpoint update` or the admin API) to reseal it"
+            )
+        if isinstance(sealer, StoreKeyError):
+            raise SecretsUnavailable(
+                f"endpoint {self.endpoint!r}: its signing secrets are sealed with the store's keys and this process "
+                f"has none usable ({sealer}); give it [store] keys (or WARREN_STORE_KEY) as the admin side has them"
+            )
+        try:
+            opened = [sealer.open(token) if isinstance(token, str) else "" for token in config.get("secret", [])]
+        except StoreKeyError:
+            raise SecretsUnavailable(
+                f"endpoint {self.endpoint!r}: its signing secrets open with none of [store] keys (a wrong key, or "
+                "the key that sealed them was removed); give this process the admin side's keys"
+            ) from None
+        try:
+            ends = [*self.secret_expires, *[None] * (len(opened) - len(self.secret_expires))]
+            secrets = SigningSecrets(tuple(WebhookSecret(text, end) for text, end in zip(opened, ends, strict=False)))
+        except SecretError as exc:
+            raise ValueError(f"endpoint {self.endpoint!r}: {exc}") from None
+        return self._validated({**config, "secret": secrets})
+
+    def endpoint_layout(self) -> Endpoint:
+        """The endpoint without its secrets (left sealed, never opened): enough to plan its RabbitMQ objects."""
+        config = self._config()
+        references = tuple(t for t in config.get("secret", []) if isinstance(t, str)) if self.sealed else ("unsealed",)
+        placeholder = UnresolvedSecrets(references or ("none",), f"the secrets of {self.endpoint!r} were not opened")
+        return self._validated({**config, "secret": placeholder})
+
+    def _config(self) -> dict[str, Any]:
+        if self.config is None:
+            raise ValueError(f"record of {self.endpoint!r} carries no configuration")
+        return self.config
+
+    def _validated(self, config: dict[str, Any]) -> Endpoint:
+        try:
+            return Endpoint.model_validate(config)
+        except ValidationError as exc:
+            raise ValueError(f"endpoint {self.endpoint!r}: {exc}") from None
+
+    def to_message(self) -> Message:
+        body = {"endpoint": self.endpoint, "action": self.action, "version": self.version, "by": self.by}
+        if self.config is not None:
+            body["config"] = self.config
+            if self.sealed:
+                body["sealed"] = SEALED_WITH
+            if any(end is not None for end in self.secret_expires):
+                body["secret_expires"] = list(self.secret_expires)
+        return Message(orjson.dumps(body), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
+
+    @classmethod
+    def from_bytes(cls, body: bytes) -> EndpointRecord:
+        """Parse a record; ValueError when the body is not one (a stray message must not break a worker)."""
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        endpoint, action, version = data.get("endpoint"), data.get("action"), data.get("version")
+        config = data.get("config")
+        if not isinstance(endpoint, str) or action not in (APPLY, REMOVE) or not isinstance(version, int):
+            raise ValueError("an endpoint record has endpoint, action (apply|remove) and an integer version")
+        if action == APPLY and not isinstance(config, dict):
+            raise ValueError("an apply record carries the endpoint's config")
+        sealed = data.get("sealed")
+        if sealed is not None and sealed != SEALED_WITH:
+            raise ValueError(f"secrets sealed with {sealed!r}, unknown here (this release knows {SEALED_WITH!r})")
+        expires = data.get("secret_expires", [])
+        if not isinstance(expires, list) or not all(_moment(end) for end in expires):
+            raise ValueError("secret_expires is a list of epoch seconds (or null)")
+        return cls(
+            endpoint,
+            action,
+            version,
+            str(data.get("by", "")),
+            config if action == APPLY else None,
+            sealed=sealed is not None or action != APPLY,
+            secret_expires=tuple(None if end is None else float(end) for end in expires),
+        )
+
+
+def _moment(value: object) -> bool:
+    """A secret's end as a record holds it: epoch seconds (a finite number, not a bool), or null."""
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value))
+
+
+def decode_record(message: AbstractIncomingMessage) -> EndpointRecord | None:
+    """The record a message carries; None for a message that is not a record."""
+    try:
+        return EndpointRecord.from_bytes(message.body)
+    except ValueError as exc:
+        log.warning("a message on the endpoints exchange or stream is not a record this release reads: %s", exc)
+        return None
+
+
+def latest_per_endpoint(records: list[EndpointRecord]) -> dict[str, EndpointRecord]:
+    """The record in force for each endpoint: the highest version (the stream's later one on a tie)."""
+    latest: dict[str, EndpointRecord] = {}
+    for record in records:
+        known = latest.get(record.endpoint)
+        if known is None or record.version >= known.version:
+            latest[record.endpoint] = record
+    return latest

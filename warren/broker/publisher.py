@@ -1,0 +1,195 @@
+"""Publishing events with publisher confirms and ``mandatory``: an event is either stored or an error."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+from prometheus_client import Counter
+
+from warren.broker.amqp.confirm import missing, one_at_a_time
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.events import Event, encode_event
+from warren.core.errors import PublishError, UnroutableError
+from warren.topology import names
+
+__all__ = ["DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
+
+log = logging.getLogger("warren.publisher")
+
+DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
+
+# A tenant's event that no endpoint takes is accepted (a tenant without endpoints yet is normal on a platform),
+# and counted here: in the process's default registry, which ``warren api`` and any embedding app export.
+TENANT_EVENTS_UNROUTED = Counter(
+    "warren_tenant_events_unrouted",
+    "Events published for a tenant that no endpoint subscribes to (accepted, delivered to no one).",
+    ["tenant"],
+)
+
+
+@dataclass
+class PublishReport:
+    """What publish_many did: ids confirmed, and (event id, error) for every event that was not stored."""
+
+    confirmed: list[str] = field(default_factory=list)
+    failed: list[tuple[str, PublishError]] = field(default_factory=list)
+
+
+class Publisher:
+    """Publishes events to the events exchange and waits for RabbitMQ's confirm of each one."""
+
+    def __init__(
+        self,
+        channel: ConfirmChannel,
+        exchange: str,
+        max_payload: int | None,
+        tenants: str | None = None,
+    ) -> None:
+        """``tenants`` names the tenants exchange; None when the broker has none (a topology set up before tenants)."""
+        self._channel = channel
+        self._exchange = exchange
+        self._tenants = tenants
+        self._max_payload = max_payload
+        self.unrouted_tenant_events = 0  # this publisher's share of TENANT_EVENTS_UNROUTED
+        # Publishes of one id on this channel go one after the other (see one_at_a_time).
+        self._in_flight: dict[str, asyncio.Future[None]] = {}
+
+    @classmethod
+    async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
+        channel = await ConfirmChannel(connection).open()
+        tenants: str | None = None
+        # Checked on a channel of its own: a missing exchange closes the channel that asked.
+        probe = await connection.channel()
+        try:
+            await probe.get_exchange(names.tenants_exchange(prefix), ensure=True)
+            tenants = names.tenants_exchange(prefix)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            log.warning("%s", missing("exchange", names.tenants_exchange(prefix)) + " (events for a tenant fail)")
+        finally:
+            with contextlib.suppress(Exception):
+                await probe.close()
+        return cls(channel, names.events_exchange(prefix), max_payload, tenants)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def publish(self, event: Event) -> str:
+        """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
+        message = encode_event(event, self._max_payload)
+        if event.tenant is None:
+            exchange = self._exchange
+        elif self._tenants is not None:
+            exchange = self._tenants
+        else:
+            raise PublishError(
+                f"event {event.id} names a tenant, but the tenants exchange does not exist: run `warren setup`",
+                event.id,
+            )
+        async with one_at_a_time(self._in_flight, event.id):
+            try:
+                await self._channel.publish(
+                    exchange,
+                    message,
+                    event.routing_key,
+                    what=f"event {event.id}",
+                    event_id=event.id,
+                    unroutable=f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+                )
+            except UnroutableError:
+                if event.tenant is None:
+                    raise
+                # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
+                self.unrouted_tenant_events += 1
+                TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
+                log.info(
+                    "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
+                    event.id,
+                    event.tenant,
+                    event.type,
+                    extra={"tenant": event.tenant, "event_id": event.id},
+                )
+        return event.id
+
+    async def publish_many(
+        self,
+        events: Iterable[Event] | AsyncIterable[Event],
+        *,
+        window: int = DEFAULT_WINDOW,
+        on_result: Callable[[str, PublishError | None], Awaitable[None] | None] | None = None,
+    ) -> PublishReport:
+        """Publish a stream of events keeping up to ``window`` unconfirmed; report every outcome.
+
+        Events of one ordering key go one after another: each is sent once the one before it (of the same
+        tenant and key) is confirmed, and not at all when that one was not stored. So what is stored of a key
+        is always a prefix of its events here, and a producer that sends the failed ones again (same ids)
+        keeps the key's order. Pipelined, a later event could be confirmed while an earlier one of its key
+        was nacked or timed out, and the retry would land behind it (seen on a cluster losing a node).
+        Events of different keys, and events without a key, are in flight side by side as before.
+        """
+        report = PublishReport()
+        slots = asyncio.Semaphore(window)
+        tasks: set[asyncio.Task[None]] = set()
+        Chain = tuple[str | None, str]  # (tenant, key): the events that keep one order
+        latest: dict[Chain, asyncio.Future[bool]] = {}  # chain -> its last event's outcome (stored or not)
+
+        async def one(
+            event: Event, chain: Chain | None, before: asyncio.Future[bool] | None, mine: asyncio.Future[bool] | None
+        ) -> None:
+            error: PublishError | None = None
+            stored = False
+            try:
+                if before is not None and not await asyncio.shield(before):
+                    raise PublishError(
+                        f"event {event.id} not sent: an earlier event with key {event.key!r} was not stored, and "
+                        "sending this one first would break the key's order; send both again (same ids)",
+                        event.id,
+                    )
+                await self.publish(event)
+                report.confirmed.append(event.id)
+                stored = True
+            except UnroutableError as exc:
+                error = exc
+                report.failed.append((event.id, exc))
+                stored = True  # no endpoint takes it, so it holds no place in any endpoint's order
+            except PublishError as exc:
+                error = exc
+                report.failed.append((event.id, exc))
+            finally:
+                slots.release()
+                if chain is not None and mine is not None:
+                    if not mine.done():
+                        mine.set_result(stored)
+                    if stored and latest.get(chain) is mine:
+                        del latest[chain]  # the key's next event may go at once (a failure stays: it must not)
+            if on_result is not None:
+                outcome = on_result(event.id, error)
+                if outcome is not None:
+                    await outcome
+
+        async def each() -> AsyncIterable[Event]:
+            if isinstance(events, AsyncIterable):
+                async for event in events:
+                    yield event
+            else:
+                for event in events:
+                    yield event
+
+        async for event in each():
+            await slots.acquire()
+            chain: Chain | None = None if event.key is None else (event.tenant, event.key)
+            before = mine = None
+            if chain is not None:
+                before, mine = latest.get(chain), asyncio.get_running_loop().create_future()
+                latest[chain] = mine
+            task = asyncio.create_task(one(event, chain, before, mine))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+        return report

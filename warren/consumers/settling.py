@@ -1,0 +1,172 @@
+"""Settling a message exactly once: ack (batched), move it into the delay chain or the DLQ, or hand it back.
+
+One rule: a message is acked only after its fate is safe elsewhere — delivered, or its next attempt confirmed
+into the delay chain, or its dead letter confirmed into the DLQ. A move that fails leaves it unacked and
+hands it back after a pause, so RabbitMQ delivers it again (at-least-once, never at-most-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
+
+from warren.broker import wire
+from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.consumers.delivery import Delivery, dead_headers, retry_headers
+from warren.consumers.hooks import Settlement
+from warren.core.errors import PublishError, describe
+from warren.topology import names
+from warren.topology.delays import delay_routing_key
+from warren.transport.base import SendResult
+
+__all__ = ["MOVE_FAILURE_PAUSE", "Settler"]
+
+log = logging.getLogger("warren.worker")
+
+MOVE_FAILURE_PAUSE = 1.0  # seconds before a message whose move failed is handed back to RabbitMQ
+
+
+class Settler:
+    """Settles one endpoint's messages. ``return_partition`` hands an ordered message back to its head."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        ordered: bool,
+        delay_levels: int,
+        return_queue: str,
+        return_partition: Callable[[AbstractIncomingMessage], Awaitable[None]],
+        settled: Callable[[Settlement], None],
+        clock: Callable[[], float],
+        partition_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.ordered = ordered
+        self.delay_levels = delay_levels
+        self.return_queue = return_queue  # where the delay chain brings a retry back (the work queue)
+        self._return_partition = return_partition
+        self._settled = settled
+        self._clock = clock
+        # Acks are batched per consumer channel: the work queue's here; each partition's in its lanes
+        # (``partition_acks`` finds them; None when the partition's channel is gone: then ack on its own).
+        self.acks: AckBatcher | None = None if ordered else AckBatcher()
+        self._partition_acks = partition_acks
+        self._channel: ConfirmChannel | None = None
+        self._delay_exchange = ""
+        self._dead_exchange = ""
+
+    async def open(self, connection: AbstractRobustConnection, prefix: str) -> None:
+        """The publishing channel, with confirms and returns raised, and the two exchanges it moves into."""
+        self._channel = await ConfirmChannel(connection).open()
+        self._delay_exchange = names.delay_exchange(prefix, self.delay_levels - 1)
+        self._dead_exchange = names.dead_exchange(prefix)
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def ack(self, message: AbstractIncomingMessage, how: Settlement = "acked") -> None:
+        try:
+            batcher = self.acks if self._partition_acks is None else self._partition_acks(message)
+            if batcher is not None:
+                await batcher.ack(message)
+            else:
+                await message.ack()
+            self._settled(how)
+        except CONNECTION_EXCEPTIONS:
+            # The channel is gone; RabbitMQ redelivers the message (a duplicate the receiver drops by webhook-id).
+            log.warning("ack lost with the channel; the message will be delivered again", exc_info=False)
+
+    async def hand_back(self, message: AbstractIncomingMessage) -> None:
+        """Give the message back to RabbitMQ unsettled by us: it will be delivered again.
+
+        A work queue message is nacked with requeue (order does not matter there). A partition's message must
+        go back to the *head*, which ``return_partition`` does by closing the partition's channel.
+        """
+        if self.ordered:
+            await self._return_partition(message)
+            return
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
+            await message.nack(requeue=True)
+            if self.acks is not None:
+                self.acks.settled(message)
+            self._settled("handed-back")
+
+    async def retry(
+        self, message: AbstractIncomingMessage, delivery: Delivery, delay: float, result: SendResult, attempt_ms: int
+    ) -> None:
+        """Move the message into the delay chain, back to ``return_queue`` after ``delay`` seconds."""
+        headers = retry_headers(
+            message.headers or {},
+            delivery,
+            attempt_ms=attempt_ms,
+            status=result.status_code,
+            error=result.failure,
+            duration=result.duration,
+        )
+        key = delay_routing_key(delay, self.delay_levels, self.return_queue)
+        await self._move(message, self._delay_exchange, key, headers, "retry-scheduled")
+
+    async def dead_letter(
+        self,
+        message: AbstractIncomingMessage,
+        delivery: Delivery | None,
+        reason: str,
+        result: SendResult | None = None,
+        attempt_ms: int | None = None,
+    ) -> None:
+        """Move the message to the endpoint's DLQ with ``reason`` and its story in the headers."""
+        headers = dead_headers(
+            message.headers or {},
+            delivery,
+            endpoint=self.endpoint,
+            reason=reason,
+            attempt_ms=attempt_ms,
+            status=result.status_code if result else 0,
+            error=result.failure if result else reason,
+            duration=result.duration if result else 0.0,
+            response=result.excerpt if result else "",
+            dead_ms=self.now_ms(),
+        )
+        if result is None:
+            log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint})
+        await self._move(message, self._dead_exchange, self.endpoint, headers, "dead-lettered")
+
+    async def _move(
+        self,
+        message: AbstractIncomingMessage,
+        exchange: str,
+        routing_key: str,
+        headers: Mapping[str, Any],
+        how: Settlement,
+    ) -> None:
+        assert self._channel is not None, "Settler.open() first"
+        where = "the DLQ" if how == "dead-lettered" else "the delay chain"
+        try:
+            await self._channel.publish(
+                exchange, wire.onward(message, headers), routing_key, what=f"{message.message_id} into {where}"
+            )
+        except PublishError as exc:
+            log.error(
+                "could not move %s to %s (%s); it stays in its queue and will be tried again",
+                message.message_id,
+                where,
+                describe(exc),
+                extra={"endpoint": self.endpoint},
+            )
+            await asyncio.sleep(MOVE_FAILURE_PAUSE)
+            await self.hand_back(message)
+            return
+        await self.ack(message, how)

@@ -1,0 +1,88 @@
+"""The store's tables as SQLAlchemy 2 declarative models. The schema itself is made by the Alembic migrations
+in ``store/migrations/versions``; a test holds the two in step.
+
+Times are seconds since the epoch (a float), the same on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["AttemptRow", "Base", "EndpointRow", "SecretRow", "TenantRow"]
+
+NAME = 63  # an endpoint or tenant name: a token of at most 63 characters (warren/topology/config_fields.py)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class TenantRow(Base):
+    """A platform's customer; endpoints that name it receive only its events."""
+
+    __tablename__ = "warren_tenants"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class EndpointRow(Base):
+    """An endpoint: ``options`` holds every field of topology's Endpoint other than name, url, events, secret."""
+
+    __tablename__ = "warren_endpoints"
+
+    name: Mapped[str] = mapped_column(String(NAME), primary_key=True)
+    tenant: Mapped[str | None] = mapped_column(String(NAME), ForeignKey("warren_tenants.name"), index=True)
+    url: Mapped[str] = mapped_column(Text)
+    events: Mapped[list[str]] = mapped_column(JSON)
+    options: Mapped[dict[str, Any]] = mapped_column(JSON)
+    managed_by: Mapped[str] = mapped_column(String(8), index=True)  # "api" or "file" (warren setup)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class SecretRow(Base):
+    """One signing secret of an endpoint, sealed; ``expires_at`` is set on the one a rotation replaced."""
+
+    __tablename__ = "warren_endpoint_secrets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    endpoint: Mapped[str] = mapped_column(
+        String(NAME), ForeignKey("warren_endpoints.name", ondelete="CASCADE"), index=True
+    )
+    sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class AttemptRow(Base):
+    """One delivery attempt of the attempt log (``warren/store/attempt_records.py`` describes each field).
+
+    The record's own ``id`` is the key, so a batch stored twice stores each record once. No foreign key to the
+    endpoint: the log outlives a deleted endpoint (until retention), and file endpoints need not be stored.
+    """
+
+    __tablename__ = "warren_attempts"
+    __table_args__ = (
+        Index("ix_warren_attempts_event", "event_id", "attempt", "at"),
+        Index("ix_warren_attempts_endpoint", "endpoint", "at"),
+        Index("ix_warren_attempts_tenant", "tenant", "at"),
+        Index("ix_warren_attempts_at", "at"),  # retention purges by time alone
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String)
+    tenant: Mapped[str | None] = mapped_column(String)
+    endpoint: Mapped[str] = mapped_column(String)
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[float] = mapped_column(Float)
+    status: Mapped[int | None] = mapped_column(Integer)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    next_delay_s: Mapped[float | None] = mapped_column(Float)
+    worker: Mapped[str] = mapped_column(String)

@@ -1,0 +1,205 @@
+"""Names of everything Warren declares: small pure functions, one per kind of object.
+
+Every name starts with the configured prefix so that several deployments can share a vhost, and each
+is stable: the same configuration always yields the same names (``warren setup`` relies on that).
+"""
+
+from __future__ import annotations
+
+from warren.core.digits import is_ascii_digits
+
+__all__ = [
+    "attempts_exchange",
+    "attempts_queue",
+    "attempts_rejected_queue",
+    "control_exchange",
+    "dead_exchange",
+    "delay_due_exchange",
+    "delay_exchange",
+    "delay_queue",
+    "dlq",
+    "endpoint_exchange",
+    "endpoints_exchange",
+    "endpoints_stream",
+    "events_exchange",
+    "health_roster",
+    "inbound_dead_key",
+    "inbound_dlq",
+    "inbound_queue",
+    "is_runtime_queue",
+    "operator_exchange",
+    "partition_owner",
+    "partition_queue",
+    "partition_roster",
+    "probe_lock",
+    "queue_endpoint",
+    "state_queue",
+    "tenant_routing_key",
+    "tenants_exchange",
+    "work_queue",
+]
+
+
+def events_exchange(prefix: str) -> str:
+    """Where producers publish; routing key = event type."""
+    return f"{prefix}.events"
+
+
+def tenants_exchange(prefix: str) -> str:
+    """Where events that name a tenant are published; routing key = ``<tenant>.<event type>``."""
+    return f"{prefix}.tenants"
+
+
+def tenant_routing_key(tenant: str, key: str) -> str:
+    """The routing key (or binding pattern) of ``key`` for ``tenant`` on the tenants exchange: the tenant first."""
+    return f"{tenant}.{key}"
+
+
+def endpoint_exchange(prefix: str, endpoint: str) -> str:
+    """One per endpoint, bound to the events exchange by the endpoint's event patterns."""
+    return f"{prefix}.ep.{endpoint}"
+
+
+def work_queue(prefix: str, endpoint: str) -> str:
+    """The single work queue of an unordered endpoint (competing consumers)."""
+    return f"{prefix}.ep.{endpoint}.q"
+
+
+def partition_queue(prefix: str, endpoint: str, index: int) -> str:
+    """Partition ``index`` of an ordered endpoint (single active consumer)."""
+    return f"{prefix}.ep.{endpoint}.p{index:02d}"
+
+
+def partition_owner(prefix: str, endpoint: str, index: int) -> str:
+    """The exclusive queue a worker declares to claim partition ``index`` (gone with that worker's connection)."""
+    return f"{partition_queue(prefix, endpoint, index)}.owner"
+
+
+def partition_roster(prefix: str, endpoint: str) -> str:
+    """The auto-delete queue every worker serving an ordered endpoint consumes: its consumers count them."""
+    return f"{prefix}.ep.{endpoint}.roster"
+
+
+def dlq(prefix: str, endpoint: str) -> str:
+    """The endpoint's dead-letter queue."""
+    return f"{prefix}.ep.{endpoint}.dlq"
+
+
+def inbound_queue(prefix: str, source: str) -> str:
+    """The queue of webhooks received from an inbound source, consumed by ``warren inbox``."""
+    return f"{prefix}.in.{source}"
+
+
+def inbound_dlq(prefix: str, source: str) -> str:
+    """The dead-letter queue of an inbound source."""
+    return f"{prefix}.in.{source}.dlq"
+
+
+def inbound_dead_key(source: str) -> str:
+    """The routing key on the dead exchange for an inbound source (``in.`` keeps it apart from endpoint names)."""
+    return f"in.{source}"
+
+
+def dead_exchange(prefix: str) -> str:
+    """The final dead-letter exchange (direct, routing key = endpoint name)."""
+    return f"{prefix}.dead"
+
+
+def delay_exchange(prefix: str, level: int) -> str:
+    """The topic exchange that decides whether a message waits 2^level ms at this level."""
+    return f"{prefix}.delay.l{level:02d}"
+
+
+def delay_queue(prefix: str, level: int) -> str:
+    """The queue where a message waits exactly 2^level ms (fixed ``x-message-ttl``)."""
+    return f"{prefix}.delay.l{level:02d}.q"
+
+
+def delay_due_exchange(prefix: str) -> str:
+    """The last hop of the delay chain: routes a due message back to its queue by routing key."""
+    return f"{prefix}.delay.due"
+
+
+def control_exchange(prefix: str) -> str:
+    """Fanout exchange on which workers share endpoint state changes."""
+    return f"{prefix}.control"
+
+
+def state_queue(prefix: str) -> str:
+    """Durable last-value store of endpoint states, read by workers that start later."""
+    return f"{prefix}.state"
+
+
+def attempts_exchange(prefix: str) -> str:
+    """Fanout exchange workers publish batches of attempt records on (the attempt log)."""
+    return f"{prefix}.attempts"
+
+
+def attempts_queue(prefix: str) -> str:
+    """Quorum queue that holds attempt-record batches until the attempt-log writer stores them."""
+    return f"{prefix}.attempts"
+
+
+def attempts_rejected_queue(prefix: str) -> str:
+    """Where the attempt-log writer moves a message of the attempts queue it cannot store (with the reason)."""
+    return f"{prefix}.attempts.rejected"
+
+
+def endpoints_exchange(prefix: str) -> str:
+    """Fanout exchange on which live endpoint configurations are announced to every worker."""
+    return f"{prefix}.endpoints"
+
+
+def endpoints_stream(prefix: str) -> str:
+    """The stream that remembers live endpoint configurations (latest record per endpoint wins)."""
+    return f"{prefix}.endpoints.log"
+
+
+def health_roster(prefix: str, endpoint: str) -> str:
+    """Auto-delete queue each worker serving a rate- or in-flight-limited endpoint consumes: its consumers count them.
+
+    Outside ``{prefix}.ep.``, so that ``warren setup`` never takes it for a leftover of the endpoint.
+    """
+    return f"{prefix}.health.{endpoint}.roster"
+
+
+def probe_lock(prefix: str, endpoint: str) -> str:
+    """Exclusive queue held by the one worker probing an open circuit (gone with that worker's connection)."""
+    return f"{prefix}.health.{endpoint}.probe"
+
+
+def operator_exchange(prefix: str) -> str:
+    """Topic exchange of operator events (circuit opened, endpoint disabled, message exhausted, ...)."""
+    return f"{prefix}.operator"
+
+
+def queue_endpoint(prefix: str, queue: str) -> str | None:
+    """The endpoint a work or partition queue belongs to, or None if the name is not one of those."""
+    head = f"{prefix}.ep."
+    if not queue.startswith(head):
+        return None
+    endpoint, _, tail = queue[len(head) :].rpartition(".")
+    if not endpoint or not (tail == "q" or (tail.startswith("p") and is_ascii_digits(tail[1:]))):
+        return None
+    return endpoint
+
+
+def is_runtime_queue(prefix: str, queue: str) -> bool:
+    """Whether ``queue`` is one the workers declare while they run, never ``warren setup``.
+
+    Partition claims and rosters (``{prefix}.ep.<endpoint>.pNN.owner``, ``{prefix}.ep.<endpoint>.roster``),
+    health rosters and probe locks (``{prefix}.health.<endpoint>.roster|probe``). Setup, drift and prune
+    leave them alone: they belong to live connections, and vanish with them.
+    """
+    head = f"{prefix}.ep."
+    if queue.startswith(f"{prefix}.health."):
+        return queue.endswith((".roster", ".probe"))
+    if not queue.startswith(head):
+        return False
+    endpoint, _, tail = queue[len(head) :].partition(".")
+    if not endpoint:
+        return False
+    if tail == "roster":
+        return True
+    partition, _, owner = tail.partition(".")
+    return owner == "owner" and partition.startswith("p") and is_ascii_digits(partition[1:])
