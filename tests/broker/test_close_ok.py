@@ -4,6 +4,8 @@ RabbitMQ does not keep it ``closing`` for the connection's lifetime (warren/brok
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -70,3 +72,26 @@ async def test_missing_queues_probed_during_a_publish_burst_leave_no_channel_clo
         await publisher.queue_delete(queue.name)
     finally:
         await connection.close()
+
+
+def test_importing_changes_nothing_and_connecting_installs_it(amqp_url: str) -> None:
+    # Given a fresh interpreter (the suite's own has connected long ago)
+    program = f"""
+import asyncio
+import subprocess
+import sys
+from aiormq.channel import Channel
+original = Channel._on_close_frame
+import warren.broker.amqp.connection as connection, warren.broker.amqp.close_ok as close_ok
+assert Channel._on_close_frame is original, "importing patched aiormq"
+async def main():
+    conn = await connection.connect_once({amqp_url!r})
+    await conn.close()
+asyncio.run(main())
+assert Channel._on_close_frame is close_ok._on_close_frame, "connecting did not install the workaround"
+print("explicit")
+"""
+    # When it imports the connection module, then connects once
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
+    # Then the import left aiormq as it was, and the connection installed the workaround
+    assert done.returncode == 0 and done.stdout.strip() == "explicit", done.stderr

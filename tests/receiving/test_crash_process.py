@@ -13,7 +13,7 @@ from warren.receiving.stores.base import Store, Transaction
 from warren.receiving.stores.postgres import PostgresStore
 from warren.receiving.stores.sqlite import SqliteStore
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _url(store: Store) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from packaging.specifiers import SpecifierSet
 pytestmark = [pytest.mark.install, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "warren", "broker", "consumers", "topology", "store")
+SOURCES = ("pyproject.toml", "README.md", "warren")
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,9 @@ def test_the_wheel_holds_only_the_warren_package(installed: Installed) -> None:
     # Then every file is under warren/ or the wheel's own metadata: no other top-level module
     assert {p.split("/")[0] for p in paths if ".dist-info/" not in p} == {"warren"}
     assert top_level == ["warren"]
-    # And the linked folders went in as real files under warren/
-    for path in ("warren/broker/publisher.py", "warren/consumers/worker.py", "warren/topology/config.py"):
+    # And every home is in it, as it lies in the checkout
+    for path in ("warren/broker/publisher.py", "warren/consumers/worker.py", "warren/topology/config.py",
+                 "warren/receiving/inbox.py", "warren/api/app.py", "warren/transport/http.py"):  # fmt: skip
         assert path in paths
     assert "warren/py.typed" in paths
 
@@ -150,8 +151,8 @@ def test_the_index_distribution_imports_from_its_own_files(installed: Installed,
 
 def test_warren_and_its_subpackages_import_from_the_wheel(installed: Installed) -> None:
     # When Warren's packages are imported in the venv beside the neighbours
-    names = ["warren", "warren.broker", "warren.consumers", "warren.topology", "warren.store"]
-    names.append("warren.receiving")
+    names = ["warren", "warren.broker", "warren.consumers", "warren.topology", "warren.store", "warren.receiving"]
+    names += ["warren.api", "warren.transport", "warren.serving", "warren.core"]
     seen = _probe(installed, [*names, *(n.name for n in installed.neighbours)])
     # Then each comes from warren/ in site-packages, as real folders, owned by warren-webhooks alone
     purelib = Path(seen["purelib"])

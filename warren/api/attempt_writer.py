@@ -33,9 +33,10 @@ from aiohttp import web
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from warren.broker.amqp.confirm import LINK_ERRORS, existing_queue
+from warren.broker.amqp.confirm import LINK_ERRORS
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.connection import connect
+from warren.broker.amqp.probe import existing_queue
 from warren.core.deadlines import within
 from warren.core.errors import PublishError, UnroutableError, WarrenError, describe
 from warren.store.attempt_records import AttemptEntry, MalformedBatch, decode_batch

@@ -34,9 +34,9 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import missing, publish_confirmed
+from warren.broker.amqp.confirm import publish_confirmed
 from warren.broker.amqp.connection import connect_once
-from warren.broker.amqp.probe import QueueDepth, QueueProbe
+from warren.broker.amqp.probe import QueueDepth, QueueProbe, counts, missing
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.endpoint_records import EndpointRecord
@@ -423,11 +423,10 @@ async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
     try:
         raw = await channel.get_underlay_channel()
         try:
-            ok = await raw.queue_declare(queue, passive=True)
+            if (await counts(raw, queue)).ready:
+                return False
         except aiormq.exceptions.ChannelNotFoundEntity:
             return True
-        if ok.message_count:
-            return False
         await raw.queue_delete(queue)
         return True
     finally:

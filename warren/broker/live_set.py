@@ -9,11 +9,11 @@ from __future__ import annotations
 import contextlib
 import logging
 
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.connection import connect_once
+from warren.broker.amqp.probe import all_exist
 from warren.broker.amqp.stream_read import read_to_end
 from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endpoint
 from warren.topology import names
@@ -42,14 +42,8 @@ async def announced_endpoints(connection: AbstractConnection, prefix: str) -> di
     is left out, with a warning.
     """
     stream = names.endpoints_stream(prefix)
-    probe = await connection.channel()
-    try:
-        await probe.declare_queue(stream, passive=True)
-    except aiormq.exceptions.ChannelNotFoundEntity:
+    if not await all_exist(connection, queues=[stream]):
         return {}
-    finally:
-        with contextlib.suppress(Exception):
-            await probe.close()
     channel = await connection.channel(publisher_confirms=True)
     try:
         records = await read_to_end(connection, channel, stream, decode_record)

@@ -17,6 +17,7 @@ from aio_pika.abc import AbstractConnection
 from aiormq.abc import AbstractChannel
 
 from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.probe import counts
 from warren.broker.drift import Leftover
 
 __all__ = ["Action", "LeftoverOutcome", "preview", "prune"]
@@ -153,18 +154,17 @@ async def _prune_queue(
             await channel.queue_unbind(
                 leftover.name, feed["source"], feed.get("routing_key", ""), dict(feed.get("arguments") or {})
             )
-        ok = await channel.queue_declare(leftover.name, passive=True)
-        assert ok is not None  # only nowait declares answer None
-        return ok.message_count or 0, ok.consumer_count or 0
+        found = await counts(channel, leftover.name)
+        return found.ready, found.consumers
 
     try:
-        counts = await _on_fresh_channel(connection, unbind_and_count)
+        held = await _on_fresh_channel(connection, unbind_and_count)
     except aiormq.exceptions.ChannelNotFoundEntity:
         return LeftoverOutcome(leftover, "gone", "deleted by someone else meanwhile")
     except aiormq.exceptions.ChannelLockedResource:
         # An exclusive queue of another connection (RESOURCE_LOCKED): it lives and dies with that connection.
         return LeftoverOutcome(leftover, "kept", "exclusive to a running connection; it goes when that one closes")
-    messages, consumers = counts
+    messages, consumers = held
     busy = _busy(messages, consumers)
     if busy and not force:
         detail = f"not empty: {busy}; unbound, so nothing new arrives; --force deletes it"

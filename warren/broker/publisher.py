@@ -12,8 +12,9 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 from prometheus_client import Counter
 
-from warren.broker.amqp.confirm import missing, one_at_a_time
+from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.probe import missing
 from warren.broker.events import Event, encode_event
 from warren.core.errors import PublishError, UnroutableError
 from warren.topology import names

@@ -12,9 +12,8 @@ import typer
 from aio_pika.abc import AbstractConnection
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warren.broker.amqp.confirm import missing
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect_once
-from warren.broker.amqp.probe import QueueProbe
+from warren.broker.amqp.probe import QueueProbe, missing
 from warren.broker.dlq import (
     MAX_SCAN,
     DeadLetter,

@@ -31,6 +31,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.amqp.connection import connect_once
+from warren.broker.amqp.probe import all_exist
 from warren.broker.amqp.stream_read import read_to_end
 from warren.broker.endpoint_records import APPLY, EndpointRecord, SecretsUnavailable, decode_record
 from warren.broker.endpoint_state.operator_events import PUBLISH_FAILURES
@@ -114,11 +115,7 @@ class LiveEndpoints:
         connection = await connect_once(self.url, name=f"warren-live-{os.getpid()}")
         try:
             exchange, stream = names.endpoints_exchange(self.prefix), names.endpoints_stream(self.prefix)
-            probe = await connection.channel()
-            try:
-                await probe.declare_exchange(exchange, passive=True)
-                await probe.declare_queue(stream, passive=True)
-            except aiormq.exceptions.ChannelNotFoundEntity:
+            if not await all_exist(connection, exchanges=[exchange], queues=[stream]):
                 log.warning(
                     "%s and %s do not exist: live endpoints are off until `warren setup` runs (file endpoints are "
                     "served)",
@@ -128,9 +125,6 @@ class LiveEndpoints:
                 self.enabled = False
                 await connection.close()
                 return False
-            finally:
-                with contextlib.suppress(Exception):
-                    await probe.close()
             self._channel = await connection.channel(publisher_confirms=True)
             queue = await self._channel.declare_queue(
                 exclusive=True, auto_delete=True, arguments={"x-queue-type": "classic"}

@@ -7,8 +7,9 @@ import asyncio
 from aio_pika import Message
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.confirm import missing, one_at_a_time
+from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.probe import missing
 
 __all__ = ["InboundPublisher"]
 

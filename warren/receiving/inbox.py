@@ -24,9 +24,9 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMe
 
 from warren.broker import wire
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import existing_queue
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.connection import connect
+from warren.broker.amqp.probe import existing_queue
 from warren.core.errors import PublishError
 from warren.receiving.errors import NonRetryable
 from warren.receiving.handlers import Handler, load_handler

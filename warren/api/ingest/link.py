@@ -17,8 +17,8 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import missing
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect, current_node, nodes_text
+from warren.broker.amqp.probe import missing
 from warren.broker.publisher import Publisher
 from warren.core.errors import BrokerUnavailable, WarrenError
 from warren.topology import names

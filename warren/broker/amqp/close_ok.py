@@ -6,7 +6,8 @@ keeps that channel in state ``closing`` until the connection ends. A passive dec
 a close, and a connection busy with other frames is when the queue is full: after a burst of eight endpoint
 creations through the admin API, its long-lived connection held ten channels ``closing`` for good (RabbitMQ
 3.10 and 4.0, on a loaded machine). ``answer_every_channel_close`` makes the answer wait for room instead.
-Applied once, when ``warren.broker.amqp.connection`` is imported (every AMQP user imports it).
+Installed by ``connect`` and ``connect_once`` (broker/amqp/connection.py) before they open a connection, which
+every connection Warren makes goes through; installing is idempotent, and importing this module changes nothing.
 """
 
 from __future__ import annotations

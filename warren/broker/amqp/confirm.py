@@ -1,4 +1,4 @@
-"""RabbitMQ's answers mapped to Warren's errors once: a confirmed mandatory publish, and objects that must exist.
+"""RabbitMQ's answers to a publish mapped to Warren's errors once: a confirmed mandatory publish.
 
 Every path that moves a message (the publisher, the worker's retries and dead letters, DLQ replays, the
 receiving side) publishes through ``publish_confirmed``: the message is stored when it returns, and an
@@ -13,20 +13,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractMessage, AbstractQueue
+from aio_pika.abc import AbstractExchange, AbstractMessage
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
-from warren.core.errors import PublishError, TopologyError, UnroutableError, describe
+from warren.core.errors import PublishError, UnroutableError, describe
 
-__all__ = [
-    "LINK_ERRORS",
-    "Nacked",
-    "existing_exchange",
-    "existing_queue",
-    "missing",
-    "one_at_a_time",
-    "publish_confirmed",
-]
+__all__ = ["LINK_ERRORS", "Nacked", "one_at_a_time", "publish_confirmed"]
 
 # The link, not the message: aio-pika raises RuntimeError for a channel that is closed or not reopened yet.
 LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
@@ -36,9 +28,6 @@ class Nacked(PublishError):
     """RabbitMQ answered the publish with a nack: not stored. On 3.10 the channel may be stale (confirm_channel.py)."""
 
 
-def missing(kind: str, name: str) -> str:
-    """The one wording for an object Warren needs that is not on the broker."""
-    return f"{kind} {name} does not exist: run `warren setup`"
 
 
 async def publish_confirmed(
@@ -85,19 +74,3 @@ async def one_at_a_time(in_flight: dict[str, asyncio.Future[None]], message_id: 
     finally:
         del in_flight[message_id]
         done.set_result(None)
-
-
-async def existing_exchange(channel: AbstractChannel, name: str) -> AbstractExchange:
-    """The exchange ``name`` (checked with a passive declare); TopologyError when it does not exist."""
-    try:
-        return await channel.get_exchange(name, ensure=True)
-    except aiormq.exceptions.ChannelNotFoundEntity:
-        raise TopologyError(missing("exchange", name)) from None
-
-
-async def existing_queue(channel: AbstractChannel, name: str, kind: str = "queue") -> AbstractQueue:
-    """The queue ``name`` (checked with a passive declare); TopologyError when it does not exist."""
-    try:
-        return await channel.declare_queue(name, passive=True)
-    except aiormq.exceptions.ChannelNotFoundEntity:
-        raise TopologyError(missing(kind, name)) from None

@@ -9,6 +9,9 @@ connection knows one URL: ``_RobustConnection`` swaps it before each attempt).
 A vhost that does not exist (or that the user may not use) is refused while the connection opens: RabbitMQ
 answers ``connection.open`` with ``connection.close`` (530 NOT_ALLOWED), which aiormq reports as an
 InvalidFrameError and a long traceback. ``open_failure`` turns it into one line naming the vhost.
+
+Both install the aiormq close-ok workaround (``close_ok.answer_every_channel_close``, idempotent) before they
+open anything: explicitly, where every connection is made, rather than as a side effect of an import.
 """
 
 from __future__ import annotations
@@ -50,8 +53,6 @@ __all__ = [
 
 # One node's URL, or the URLs of a cluster's nodes (``BrokerSettings.urls``).
 Nodes = str | Sequence[str]
-
-answer_every_channel_close()  # aiormq may leave a channel RabbitMQ closed "closing" for good (broker/amqp/close_ok.py)
 
 log = logging.getLogger("warren.broker")
 
@@ -205,6 +206,7 @@ def _unavailable(order: Sequence[str], failures: list[tuple[str, Exception]]) ->
 async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) -> AbstractRobustConnection:
     """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
     after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
+    answer_every_channel_close()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for index, node in enumerate(order):
@@ -226,6 +228,7 @@ async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.
     A lost link fails the command, which then says to run it again; a robust connection would restore it
     behind the command's back and re-create consumers on channels the command no longer tracks.
     """
+    answer_every_channel_close()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for node in order:

@@ -35,9 +35,8 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.amqp.channels import SETTLE_PAUSE, close_channel
-from warren.broker.amqp.confirm import existing_queue
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
-from warren.broker.amqp.probe import QueueProbe
+from warren.broker.amqp.probe import QueueProbe, counts, existing_queue
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
 from warren.core.deadlines import within
@@ -119,8 +118,7 @@ async def hold_messages(
                     # early only when nothing is ready any more (someone else took messages), or at PATIENCE.
                     # The raw channel: a robust one answers a repeated passive declare from its cache, with the
                     # first count, so a pass whose messages another consumer took waited PATIENCE.
-                    raw = await channel.get_underlay_channel()
-                    declared = await raw.queue_declare(queue_name, passive=True)
+                    declared = await counts(await channel.get_underlay_channel(), queue_name)
                     # Nor is nothing ready the end while this pass is the queue's only consumer: what is neither
                     # ready nor here is on its way here (a loaded broker hands messages over before it sends
                     # them; a process that stalled longer than QUIET has not read them yet). Only another
@@ -128,7 +126,7 @@ async def hold_messages(
                     await asyncio.sleep(ARRIVAL_SETTLE)
                     if arrived.is_set():
                         continue
-                    taken_elsewhere = not declared.message_count and (declared.consumer_count or 0) > 1
+                    taken_elsewhere = not declared.ready and declared.consumers > 1
                     if taken_elsewhere or asyncio.get_running_loop().time() > deadline:
                         break
             # No more deliveries, so none arrive while the block acks; those already sent are held too.

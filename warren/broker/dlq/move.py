@@ -19,9 +19,9 @@ from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
-from warren.broker.amqp.confirm import existing_exchange
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.broker.amqp.probe import existing_exchange
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
 from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.selection import Selection, select

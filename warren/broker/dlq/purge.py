@@ -5,7 +5,7 @@ from __future__ import annotations
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import existing_queue
+from warren.broker.amqp.probe import existing_queue
 from warren.topology import names
 
 __all__ = ["purge_dlq"]

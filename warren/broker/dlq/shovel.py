@@ -33,8 +33,7 @@ from urllib.parse import quote
 
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.confirm import missing
-from warren.broker.amqp.probe import QueueProbe
+from warren.broker.amqp.probe import QueueProbe, missing
 from warren.broker.management import ManagementClient
 from warren.core.errors import ReplayError, TopologyError
 from warren.topology import names

@@ -13,10 +13,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.connection import connect_once
+from warren.broker.amqp.probe import QueueProbe
 from warren.broker.endpoint_state import circuit
 from warren.broker.endpoint_state.operator_events import DISABLED as DISABLED_EVENT
 from warren.broker.endpoint_state.operator_events import ENABLED as ENABLED_EVENT
@@ -96,16 +96,15 @@ async def waiting(connection: AbstractConnection, config: WarrenConfig, endpoint
         else [names.work_queue(config.broker.prefix, endpoint)]
     )
     total = 0
-    for queue_name in queues:
-        channel = await connection.channel()
-        try:
-            declared = await channel.declare_queue(queue_name, passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return None
-        finally:
-            with contextlib.suppress(Exception):
-                await channel.close()
-        total += int(declared.declaration_result.message_count or 0)
+    probe = QueueProbe(connection)
+    try:
+        for queue_name in queues:
+            depth = await probe.depth(queue_name)
+            if depth is None:
+                return None
+            total += depth.ready
+    finally:
+        await probe.close()
     return total
 
 

@@ -17,11 +17,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
-import aiormq.exceptions
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractIncomingMessage
 
-from warren.broker.amqp.confirm import missing
+from warren.broker.amqp.probe import all_exist, missing
 from warren.broker.amqp.stream_read import MARKER_HEADER, read_to_end
 from warren.broker.endpoint_state.records import StateRecord
 from warren.core.errors import TopologyError
@@ -43,17 +42,8 @@ class StateStore:
 
     async def attach(self, connection: AbstractConnection) -> None:
         """Open a confirming channel; fail clearly when ``warren setup`` has not declared the objects."""
-        probe = await connection.channel()
-        try:
-            await probe.declare_exchange(self.control_name, passive=True)
-            await probe.declare_queue(self.stream_name, passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity as exc:
-            raise TopologyError(
-                f"{missing('the endpoint-state objects', f'{self.control_name} and {self.stream_name}')} ({exc})"
-            ) from None
-        finally:
-            with contextlib.suppress(Exception):
-                await probe.close()
+        if not await all_exist(connection, exchanges=[self.control_name], queues=[self.stream_name]):
+            raise TopologyError(missing("the endpoint-state objects", f"{self.control_name} and {self.stream_name}"))
         self._channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         self._control = await self._channel.get_exchange(self.control_name, ensure=False)
 
