@@ -1,11 +1,20 @@
 """Delivery for one endpoint: consume its queues, attempt each message, and settle it exactly once.
 
-Three parts, each in its own module: this one keeps the consumers and channels and runs each message through
-an attempt (the transport sends it); warren/consumers/decision.py decides what the attempt means for the message
-(pure, the same for ordered and unordered endpoints); warren/consumers/settling.py acks, moves into the delay
-chain or the DLQ, or hands back. Any unexpected exception while handling a message counts as a failed
-attempt, so it is retried within the normal budget and then dead-lettered with the exception's text; and
-every hand-back is bounded by ``delivery.max_handbacks`` (docs/architecture.md).
+The parts, each in its own module: this one keeps the consumers and channels and runs each message through an
+attempt (``attempting``: the gates and the transport); ``decision`` decides what the attempt means for the
+message (pure, the same for ordered and unordered endpoints); ``settling`` acks, moves into the delay chain or
+the DLQ, or hands back. Any unexpected exception while handling a message counts as a failed attempt, so it is
+retried within the normal budget and then dead-lettered with the exception's text; and every hand-back is
+bounded by ``delivery.max_handbacks`` (docs/architecture.md).
+
+An ordered message is retried holding it unacked in its key's lane (``key_lanes``), so that no later event of
+the key overtakes it; the lane holds only this key, the partition's other keys flow. Every hold is bounded by
+``delivery.ordered_hold_limit``, counted from the delivery (RabbitMQ's ``consumer_timeout``, 30 min by default,
+counts from there): when the next retry would pass it, the whole partition is handed back (its unsettled
+messages return to its head in order) and the runner remembers the attempts and when the next one is due
+(``held_attempts``), so that the next delivery of the message continues the schedule. Another worker taking
+it over starts from the headers' count; ``max_age`` bounds it either way. A message parked by the circuit, or
+held by a gate, keeps the attempts it spent in place the same way (the parking one is not spent).
 """
 
 from __future__ import annotations
@@ -14,22 +23,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker.amqp.ack_batcher import AckBatcher
-from warren.consumers.attempt_log import log_attempt
+from warren.consumers.attempting import Attempter
 from warren.consumers.consuming import EndpointConsumers
 from warren.consumers.decision import (
-    Ack,
     Context,
-    DeadLetter,
     Decision,
     Disable,
     HandBack,
     Retry,
-    bounded_hand_back,
     decide,
 )
 from warren.consumers.delivery import (
@@ -39,7 +44,8 @@ from warren.consumers.delivery import (
     history_record,
     parse_delivery,
 )
-from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked
+from warren.consumers.held_attempts import Held, HeldAttempts
+from warren.consumers.hooks import DeliveryHooks, EndpointBlocked
 from warren.consumers.key_lanes import PartitionLanes
 from warren.consumers.settling import MOVE_FAILURE_PAUSE, Settler
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -50,8 +56,6 @@ __all__ = ["Clock", "EndpointRunner"]
 log = logging.getLogger("warren.worker")
 
 Clock = Callable[[], float]  # seconds since the epoch: the wall clock, injected so that tests can set it
-HELD_MEMORY = 1000  # ordered messages handed back (hold limit, parked) whose attempt counts a runner remembers
-Held = tuple[int, int | None, list[dict[str, Any]]]  # attempts made, first attempt (ms), history
 
 
 class EndpointRunner(EndpointConsumers):
@@ -83,14 +87,13 @@ class EndpointRunner(EndpointConsumers):
             delay_levels=delay_levels,
             return_queue=self.queue_names[0],
             return_partition=self._return_partition,
-            settled=self._settled,
+            settled=lambda how: self.hooks.settled(endpoint.name, how),
             clock=clock,
             partition_acks=self._partition_acks if self.ordered else None,
         )
-        # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back): event id ->
-        # (attempts, first ms, history), and when their next attempt is due (time.monotonic).
-        self._held_before: dict[str, Held] = {}
-        self._due: dict[str, float] = {}
+        self.attempter = Attempter(endpoint, transport, self.hooks, self.settler.now_ms)
+        # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back).
+        self.held = HeldAttempts()
 
     # --- lifecycle -----------------------------------------------------------------------------------------
     async def open(self, connection: AbstractRobustConnection) -> None:
@@ -167,19 +170,15 @@ class EndpointRunner(EndpointConsumers):
 
         Routing never puts one in its queues; a retry of an earlier endpoint of the same name (deleted, the name
         reused by another tenant) can, as it comes due under the queue's name. It reaches neither this
-        endpoint's URL nor its DLQ: it is acked, logged and counted (``discarded``).
+        endpoint's URL nor its DLQ.
         """
         if self.endpoint.receives_tenant(delivery.tenant):
             return False
-        log.warning(
-            "discarded %s: an event of tenant %r, which endpoint %s does not serve (a retry of an earlier, deleted "
-            "endpoint of this name?)",
-            delivery.event_id,
-            delivery.tenant,
-            self.endpoint.name,
-            extra={"endpoint": self.endpoint.name},
+        await self.settler.discard(
+            message,
+            f"an event of tenant {delivery.tenant!r}, which endpoint {self.endpoint.name} does not serve (a retry "
+            "of an earlier, deleted endpoint of this name?)",
         )
-        await self.settler.ack(message, "discarded")
         return True
 
     def _context(
@@ -196,7 +195,7 @@ class EndpointRunner(EndpointConsumers):
             age=delivery.age(at_ms),
             policy=self.policy,
             ordered=self.ordered,
-            parks=result.outcome is Outcome.RETRY and self._parks_failures(),
+            parks=result.outcome is Outcome.RETRY and self.hooks.parks(self.endpoint.name),
             held=held,
             hold_limit=self.delivery.ordered_hold_limit,
             handbacks=delivery_count(message.headers or {}, message.redelivered),
@@ -205,39 +204,29 @@ class EndpointRunner(EndpointConsumers):
 
     async def _deliver_once(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:
         """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
-        result, attempt_ms = await self._attempt(delivery)
+        result, attempt_ms = await self.attempter.attempt(delivery)
         attempt = delivery.attempts_made + 1
         decision = decide(result, self._context(result, attempt, delivery, attempt_ms, message))
-        self._report(delivery, attempt, result, decision, attempt_ms)
+        self.attempter.report(delivery, attempt, result, decision, attempt_ms)
         await self._settle(message, delivery, decision, result, attempt_ms)
 
     async def _deliver_in_place(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:
-        """Ordered: retry holding the message unacked in its key's lane: no later event of the key overtakes it.
-
-        The lane (warren/consumers/key_lanes.py) holds only this key; other keys of the partition flow. Every hold is
-        bounded by ``delivery.ordered_hold_limit``, counted from the delivery (RabbitMQ's ``consumer_timeout``, 30
-        min by default, counts from there): when the next retry would pass it, the whole partition is handed
-        back (its unsettled messages return to its head in order) and this runner remembers the attempts and
-        when the next one is due, so that the next delivery of the message continues the schedule. Another
-        worker taking it over starts from the headers' count; ``max_age`` bounds it either way. A message parked by
-        the circuit, or held by a gate, keeps the attempts it spent in place the same way (the parking one is not
-        spent): its next delivery here continues its count, as an unordered message's headers do.
-        """
+        """Ordered: retry in place, holding the message in its key's lane (the module's docstring says how)."""
         lanes = self.lanes_of(message)
         if lanes is None:  # its channel is gone: RabbitMQ has it back already
             return
         held_since = lanes.held_since(message)
-        attempts, first_ms, history = self._recall(delivery)
+        attempts, first_ms, history = self.held.recall(delivery)
         if not await self._wait_due(message, delivery, lanes, held_since):
             return
         while True:
             current = delivery.continued(attempts, first_ms, history)
             try:
-                result, attempt_ms = await self._attempt(current)
+                result, attempt_ms = await self.attempter.attempt(current)
             except EndpointBlocked:
                 # Held (the circuit opened on an attempt of this lane or another, a pause): the attempts spent in
                 # place are in no header, so remember them, as an unordered message's headers keep its count.
-                self._keep_spent(delivery, (attempts, first_ms, history))
+                self.held.keep_spent(delivery, (attempts, first_ms, history))
                 raise
             attempts += 1
             first_ms = first_ms or attempt_ms
@@ -245,7 +234,7 @@ class EndpointRunner(EndpointConsumers):
             held = time.monotonic() - held_since
             decision = decide(result, self._context(result, attempts, current, attempt_ms, message, held))
             try:
-                self._report(current, attempts, result, decision, attempt_ms)
+                self.attempter.report(current, attempts, result, decision, attempt_ms)
             except Exception as exc:  # an observer failed: this attempt counts as failed, and it continues
                 await self._failed_handling(message, exc, (current.attempts_made, first_ms, history[:-1]))
                 return
@@ -255,7 +244,7 @@ class EndpointRunner(EndpointConsumers):
                 if isinstance(decision, Retry) and not await lanes.wait(delay):
                     continue
                 # The hold limit, or the partition is being handed back: keep the count and the due time.
-                self._remember(delivery.event_id, (attempts, first_ms, history), due=due)
+                self.held.remember(delivery.event_id, (attempts, first_ms, history), due=due)
                 if isinstance(decision, HandBack):
                     log.warning(
                         "hold limit reached; handing %s back to the head of its partition (next attempt in %.1fs)",
@@ -266,9 +255,9 @@ class EndpointRunner(EndpointConsumers):
                     await self.settler.hand_back(message)
                 return
             if isinstance(decision, HandBack):  # parked by the circuit: this attempt is not spent, those before are
-                self._keep_spent(delivery, (attempts - 1, first_ms, history[:-1]))
+                self.held.keep_spent(delivery, (attempts - 1, first_ms, history[:-1]))
             else:
-                self._forget(delivery.event_id)
+                self.held.forget(delivery.event_id)
             await self._settle(message, current, decision, result, attempt_ms)
             return
 
@@ -276,7 +265,7 @@ class EndpointRunner(EndpointConsumers):
         self, message: AbstractIncomingMessage, delivery: Delivery, lanes: PartitionLanes, held_since: float
     ) -> bool:
         """Wait for a remembered message's next attempt, within the hold limit. False: do not attempt now."""
-        due = self._due.get(delivery.event_id)
+        due = self.held.due(delivery.event_id)
         if due is None:
             return True
         budget = self.delivery.ordered_hold_limit - (time.monotonic() - held_since)
@@ -287,117 +276,6 @@ class EndpointRunner(EndpointConsumers):
         await self._give_back(message, delivery, HandBack("the ordered hold limit was reached"))  # a delay past it
         return False
 
-    def _recall(self, delivery: Delivery) -> Held:
-        held = self._held_before.get(delivery.event_id)
-        if held is None:
-            return delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history)
-        return held[0], held[1], list(held[2])
-
-    def _remember(self, event_id: str, held: Held, due: float | None = None) -> None:
-        if event_id not in self._held_before and len(self._held_before) >= HELD_MEMORY:
-            self._forget(next(iter(self._held_before)))
-        self._held_before[event_id] = held
-        if due is not None:
-            self._due[event_id] = due
-
-    def _keep_spent(self, delivery: Delivery, held: Held) -> None:
-        """Remember the attempts an ordered message spent in place before it is handed back without a due time."""
-        if held[0] > delivery.attempts_made:
-            self._remember(delivery.event_id, held)
-            self._due.pop(delivery.event_id, None)
-
-    def _forget(self, event_id: str) -> None:
-        self._held_before.pop(event_id, None)
-        self._due.pop(event_id, None)
-
-    async def _attempt(self, delivery: Delivery) -> tuple[SendResult, int]:
-        """One attempt through the gates and the transport. Anything unexpected becomes a failed result."""
-        name = self.endpoint.name
-        acquired: list[DeliveryGate] = []
-        sent: SendResult | None = None  # what the gates are told: None unless the transport was reached
-        started = time.monotonic()
-        attempt_ms = self.settler.now_ms()
-        attempting = ATTEMPTING.set(delivery.event_id)
-        try:
-            try:
-                for gate in self.hooks.gates:
-                    await gate.acquire(name)
-                    acquired.append(gate)
-                attempt_ms = self.settler.now_ms()
-                sent = result = await self.transport.send(self.endpoint, delivery)
-            except EndpointBlocked:
-                raise
-            except Exception as exc:
-                # e.g. aiohttp's ValueError for a header value it refuses, or a gate that failed: a failed attempt,
-                # retried within the budget and then dead-lettered with this text, never an uncounted hand-back.
-                log.warning(
-                    "attempt of %s failed unexpectedly", delivery.event_id, exc_info=True, extra={"endpoint": name}
-                )
-                result = failed_result(exc, time.monotonic() - started)
-            return result, attempt_ms
-        finally:
-            ATTEMPTING.reset(attempting)
-            for gate in reversed(acquired):
-                try:
-                    gate.release(name, sent)
-                except Exception:
-                    log.exception("a delivery gate of %s failed on release", name)
-
-    def _report(
-        self,
-        delivery: Delivery,
-        attempt: int,
-        result: SendResult,
-        decision: Decision,
-        at_ms: int,
-        *,
-        observers: bool = True,
-    ) -> None:
-        """The attempt's log line, and the same facts to every observer (metrics, breaker)."""
-        delay = decision.delay if isinstance(decision, Retry) else None
-        if isinstance(decision, HandBack) and decision.remember:
-            delay = decision.after
-        log_attempt(
-            event_id=delivery.event_id,
-            endpoint=self.endpoint.name,
-            attempt=attempt,
-            status=result.status,
-            error=result.error,
-            duration=result.duration,
-            outcome=decision.label,
-            next_delay=delay,
-        )
-        if not observers or not self.hooks.observers:
-            return
-        record = AttemptRecord(
-            self.endpoint.name,
-            delivery.event_id,
-            attempt,
-            result.status,
-            result.error,
-            result.duration,
-            decision.label,
-            delay,
-            delivery.age(at_ms),
-            result.retry_after,
-            delivery.tenant,
-        )
-        for observer in self.hooks.observers:
-            observer(record)
-
-    def _parks_failures(self) -> bool:
-        """Whether a retryable failure should leave the message untouched in RabbitMQ (the circuit opened)."""
-        return any(check(self.endpoint.name) for check in self.hooks.park_failures)
-
-    def _settled(self, how: str) -> None:
-        for callback in self.hooks.settlements:
-            try:
-                callback(self.endpoint.name, how)
-            except Exception:
-                # Told after the fact: the message is settled already, so a failing callback cannot count as
-                # a failed attempt (acking it twice would close the channel).
-                log.exception("a settlement callback of %s failed", self.endpoint.name)
-
     # --- settling -------------------------------------------------------------------------------------------
     async def _settle(
         self,
@@ -407,28 +285,16 @@ class EndpointRunner(EndpointConsumers):
         result: SendResult,
         attempt_ms: int,
     ) -> None:
-        """Carry a decision out through the settler."""
-        if isinstance(decision, Ack):
-            await self.settler.ack(message)
-        elif isinstance(decision, Retry):
-            await self.settler.retry(message, delivery, decision.delay, result, attempt_ms)
-        elif isinstance(decision, DeadLetter):
-            await self.settler.dead_letter(message, delivery, decision.reason, result, attempt_ms)
-        elif isinstance(decision, Disable):
+        """Carry a decision out: the settler's, but for disabling the endpoint, which is the runner's."""
+        if isinstance(decision, Disable):
             await self._disable(decision.reason)
-            await self._give_back(message, delivery, HandBack(f"the endpoint is disabled: {decision.reason}"))
-        else:
-            await asyncio.sleep(decision.after)
-            await self.settler.hand_back(message)
+            decision = HandBack(f"the endpoint is disabled: {decision.reason}")
+            await self._give_back(message, delivery, decision)
+            return
+        await self.settler.carry_out(message, delivery, decision, result, attempt_ms)
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
-        """Hand the message back, unless it has been handed back ``delivery.max_handbacks`` times: then the DLQ."""
-        handbacks = delivery_count(message.headers or {}, message.redelivered)
-        decision = bounded_hand_back(why, handbacks, self.delivery.max_handbacks)
-        if isinstance(decision, DeadLetter):
-            await self.settler.dead_letter(message, delivery, decision.reason)
-        else:
-            await self.settler.hand_back(message)
+        await self.settler.give_back(message, delivery, why, self.delivery.max_handbacks)
 
     def _partition_acks(self, message: AbstractIncomingMessage) -> AckBatcher | None:
         lanes = self.lanes_of(message)
@@ -436,7 +302,7 @@ class EndpointRunner(EndpointConsumers):
 
     async def _return_partition(self, message: AbstractIncomingMessage) -> None:
         if self.return_partition(message):
-            self._settled("handed-back")
+            self.hooks.settled(self.endpoint.name, "handed-back")
 
     async def _failed_handling(
         self, message: AbstractIncomingMessage, exc: Exception, held: Held | None = None
@@ -464,18 +330,18 @@ class EndpointRunner(EndpointConsumers):
     async def _count_failure(
         self, message: AbstractIncomingMessage, delivery: Delivery, result: SendResult, held: Held | None
     ) -> None:
-        attempts, first_ms, history = held if held is not None else self._recall(delivery)
+        attempts, first_ms, history = held if held is not None else self.held.recall(delivery)
         attempt_ms = self.settler.now_ms()
         current = delivery.continued(attempts, first_ms, history)
         decision = decide(result, self._context(result, attempts + 1, current, attempt_ms, message))
         # Observers are not told: one of them may be what failed.
-        self._report(current, attempts + 1, result, decision, attempt_ms, observers=False)
+        self.attempter.report(current, attempts + 1, result, decision, attempt_ms, observers=False)
         if self.ordered and isinstance(decision, Retry | HandBack):
             # A partition's message cannot go through the delay chain: remember the attempt and when the next is
             # due, and hand the partition back (its next delivery waits for that).
             history = [*history, history_record(attempt_ms, 0, result.error, 0.0)]
             delay = decision.delay if isinstance(decision, Retry) else decision.after
-            self._remember(
+            self.held.remember(
                 delivery.event_id, (attempts + 1, first_ms or attempt_ms, history), due=time.monotonic() + delay
             )
             await self._give_back(message, current, HandBack(f"failed: {result.reason}"))

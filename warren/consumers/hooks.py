@@ -5,6 +5,7 @@ The endpoint runner knows nothing of circuit breakers, rate limits or metrics; t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from warren.core.errors import WarrenError
 from warren.transport.base import SendResult
 
 __all__ = ["ATTEMPTING", "AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
+
+log = logging.getLogger("warren.worker")
 
 # The id of the event being attempted, while its gates are acquired and its transport sends it: for a gate
 # (or a log filter) that wants to know which event it is holding back.
@@ -67,3 +70,17 @@ class DeliveryHooks:
     # Asked after a retryable failure: True hands the message back untouched instead of spending an attempt
     # (the endpoint's circuit has just opened: its messages wait in RabbitMQ with their budget intact).
     park_failures: list[Callable[[str], bool]] = field(default_factory=list)  # endpoint
+
+    def parks(self, endpoint: str) -> bool:
+        """Whether a retryable failure should leave the message untouched in RabbitMQ (the circuit opened)."""
+        return any(check(endpoint) for check in self.park_failures)
+
+    def settled(self, endpoint: str, how: Settlement) -> None:
+        """Tell every settlement callback; one that fails is logged, never raised."""
+        for callback in self.settlements:
+            try:
+                callback(endpoint, how)
+            except Exception:
+                # Told after the fact: the message is settled already, so a failing callback cannot count as
+                # a failed attempt (acking it twice would close the channel).
+                log.exception("a settlement callback of %s failed", endpoint)

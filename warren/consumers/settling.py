@@ -20,7 +20,8 @@ from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
-from warren.consumers.delivery import Delivery, dead_headers, retry_headers
+from warren.consumers.decision import Ack, DeadLetter, HandBack, Retry, bounded_hand_back
+from warren.consumers.delivery import Delivery, dead_headers, delivery_count, retry_headers
 from warren.consumers.hooks import Settlement
 from warren.core.errors import PublishError, describe
 from warren.topology import names
@@ -88,6 +89,11 @@ class Settler:
         except CONNECTION_EXCEPTIONS:
             # The channel is gone; RabbitMQ redelivers the message (a duplicate the receiver drops by webhook-id).
             log.warning("ack lost with the channel; the message will be delivered again", exc_info=False)
+
+    async def discard(self, message: AbstractIncomingMessage, why: str) -> None:
+        """Ack without delivering or dead-lettering: logged with ``why``, counted as ``discarded``."""
+        log.warning("discarded %s: %s", message.message_id, why, extra={"endpoint": self.endpoint})
+        await self.ack(message, "discarded")
 
     async def hand_back(self, message: AbstractIncomingMessage) -> None:
         """Give the message back to RabbitMQ unsettled by us: it will be delivered again.
@@ -170,3 +176,34 @@ class Settler:
             await self.hand_back(message)
             return
         await self.ack(message, how)
+
+    async def carry_out(
+        self,
+        message: AbstractIncomingMessage,
+        delivery: Delivery,
+        decision: Ack | Retry | DeadLetter | HandBack,
+        result: SendResult,
+        attempt_ms: int,
+    ) -> None:
+        """Carry a decision about the message out (consumers/decision.py): ack, retry, dead-letter, or hand back
+        after its pause."""
+        if isinstance(decision, Ack):
+            await self.ack(message)
+        elif isinstance(decision, Retry):
+            await self.retry(message, delivery, decision.delay, result, attempt_ms)
+        elif isinstance(decision, DeadLetter):
+            await self.dead_letter(message, delivery, decision.reason, result, attempt_ms)
+        else:
+            await asyncio.sleep(decision.after)
+            await self.hand_back(message)
+
+    async def give_back(
+        self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack, max_handbacks: int
+    ) -> None:
+        """Hand the message back, unless it has been handed back ``max_handbacks`` times: then the DLQ."""
+        handbacks = delivery_count(message.headers or {}, message.redelivered)
+        decision = bounded_hand_back(why, handbacks, max_handbacks)
+        if isinstance(decision, DeadLetter):
+            await self.dead_letter(message, delivery, decision.reason)
+        else:
+            await self.hand_back(message)

@@ -1,0 +1,55 @@
+"""What an ordered endpoint's runner remembers of messages it gave back mid-schedule. Pure state, no I/O.
+
+An ordered message is retried in place, unacked, so its attempt count is in no header while it is held. When
+it stops being held before it is settled (the hold limit, a parked circuit, a gate) the runner remembers the
+attempts it spent and when its next attempt is due, so that its next delivery here continues the schedule
+instead of starting it again (another worker starts from the headers' count; ``max_age`` bounds it either way).
+Bounded: past ``HELD_MEMORY`` messages the oldest memory goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from warren.transport.base import Delivery
+
+__all__ = ["HELD_MEMORY", "Held", "HeldAttempts"]
+
+HELD_MEMORY = 1000  # ordered messages handed back (hold limit, parked) whose attempt counts a runner remembers
+Held = tuple[int, int | None, list[dict[str, Any]]]  # attempts made, first attempt (ms), history
+
+
+class HeldAttempts:
+    """Event id -> (attempts, first attempt ms, history) of messages given back, and when each is due next."""
+
+    def __init__(self, limit: int = HELD_MEMORY) -> None:
+        self.limit = limit
+        self._held: dict[str, Held] = {}
+        self._due: dict[str, float] = {}  # time.monotonic() of the next attempt
+
+    def due(self, event_id: str) -> float | None:
+        return self._due.get(event_id)
+
+    def recall(self, delivery: Delivery) -> Held:
+        """The attempts spent so far: remembered here, else the message's headers'."""
+        held = self._held.get(delivery.event_id)
+        if held is None:
+            return delivery.attempts_made, delivery.first_attempt_ms, list(delivery.history)
+        return held[0], held[1], list(held[2])
+
+    def remember(self, event_id: str, held: Held, due: float | None = None) -> None:
+        if event_id not in self._held and len(self._held) >= self.limit:
+            self.forget(next(iter(self._held)))
+        self._held[event_id] = held
+        if due is not None:
+            self._due[event_id] = due
+
+    def keep_spent(self, delivery: Delivery, held: Held) -> None:
+        """Remember the attempts an ordered message spent in place before it is handed back without a due time."""
+        if held[0] > delivery.attempts_made:
+            self.remember(delivery.event_id, held)
+            self._due.pop(delivery.event_id, None)
+
+    def forget(self, event_id: str) -> None:
+        self._held.pop(event_id, None)
+        self._due.pop(event_id, None)
