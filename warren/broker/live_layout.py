@@ -1,0 +1,116 @@
+"""What live apply and live removal share: the endpoint's objects as RabbitMQ holds them now, a connection for
+one call, and the announcement every worker hears (``<prefix>.endpoints``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.confirm import publish_confirmed
+from warren.broker.amqp.connection import connect_once
+from warren.broker.amqp.probe import QueueProbe, missing
+from warren.broker.endpoint_records import EndpointRecord
+from warren.core.errors import TopologyError
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+__all__ = ["Layout", "announce", "by", "one_call_connection", "read_layout"]
+
+
+@contextlib.asynccontextmanager
+async def one_call_connection(
+    settings: WarrenConfig, given: AbstractConnection | None, name: str
+) -> AsyncIterator[AbstractConnection]:
+    """``given`` as it is (the caller's, kept open), or a connection of this call's own, closed after it."""
+    if given is not None:
+        yield given
+        return
+    connection = await connect_once(settings.broker.urls, name=name)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+def by() -> str:
+    return f"live-apply@{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the broker holds of an endpoint now: its consumed queues' ready counts, its DLQ's, its exchange."""
+
+    consumed: dict[str, int]
+    dlq: int | None
+    exchange: bool
+
+    @property
+    def exists(self) -> bool:
+        return self.exchange or bool(self.consumed) or self.dlq is not None
+
+    def held(self, dlq: str) -> dict[str, int]:
+        """Queue -> ready messages, of the queues (the DLQ, named ``dlq``, among them) that hold any."""
+        held = {q: n for q, n in self.consumed.items() if n}
+        if self.dlq:
+            held[dlq] = self.dlq
+        return held
+
+
+async def read_layout(connection: AbstractConnection, prefix: str, name: str) -> Layout:
+    """Probed with passive declares, the first four at once (each on a channel of its own: a miss closes one)."""
+
+    async def depth(queue: str) -> int | None:
+        probe = QueueProbe(connection)
+        try:
+            found = await probe.depth(queue)
+            return found.ready if found else None
+        finally:
+            await probe.close()
+
+    async def exchange_exists() -> bool:
+        probe = QueueProbe(connection)
+        try:
+            return await probe.exchange_exists(names.endpoint_exchange(prefix, name))
+        finally:
+            await probe.close()
+
+    work_name, first_partition = names.work_queue(prefix, name), names.partition_queue(prefix, name, 0)
+    work, partition, dlq, exchange = await asyncio.gather(
+        depth(work_name), depth(first_partition), depth(names.dlq(prefix, name)), exchange_exists()
+    )
+    consumed: dict[str, int] = {}
+    if work is not None:
+        consumed[work_name] = work
+    if partition is not None:
+        consumed[first_partition] = partition
+        probe = QueueProbe(connection)
+        try:
+            for index in range(1, 256):
+                found = await probe.depth(names.partition_queue(prefix, name, index))
+                if found is None:
+                    break
+                consumed[found.name] = found.ready
+        finally:
+            await probe.close()
+    return Layout(consumed, dlq, exchange)
+
+
+async def announce(connection: AbstractConnection, prefix: str, record: EndpointRecord) -> None:
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    try:
+        try:
+            exchange = await channel.get_exchange(names.endpoints_exchange(prefix), ensure=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            raise TopologyError(missing("exchange", names.endpoints_exchange(prefix))) from None
+        await publish_confirmed(exchange, record.to_message(), "", what=f"the record of endpoint {record.endpoint}")
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)

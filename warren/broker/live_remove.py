@@ -1,0 +1,180 @@
+"""Live removal: stop delivery to an endpoint everywhere, then delete its queues and its DLQ.
+
+Remove announces first (workers stop consuming and hand back what they hold), deletes the endpoint's exchange (no
+event reaches it any more), waits for its consumers to go, then deletes its queues and its DLQ: nothing of it is
+left that could collect events, and nothing a later endpoint of the same name could inherit. Without ``force`` it
+changes nothing while they hold messages; with ``force`` what they hold is discarded, and counted (``Removal``).
+Retries of the endpoint still travelling the delay chain come due under a queue name that is gone, and RabbitMQ
+drops them; should the name be reused by then, they reach the later endpoint's queue, and its workers deliver
+them only if the later endpoint serves their tenant (``Endpoint.receives_tenant``; the others are discarded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.probe import QueueDepth, QueueProbe, counts
+from warren.broker.endpoint_records import EndpointRecord
+from warren.broker.live_layout import announce, by, one_call_connection, read_layout
+from warren.core.errors import EndpointNotEmpty, LiveApplyError
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+__all__ = ["Removal", "remove_endpoint", "retire"]
+
+log = logging.getLogger("warren.live_apply")
+
+# How long remove waits, past the workers' grace period, for the endpoint's consumers to go.
+CONSUMERS_GONE_SLACK = 2.0
+POLL = 0.02
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What removing an endpoint discarded (only ``force`` discards): messages still queued, and dead letters."""
+
+    queued: int = 0
+    dead_letters: int = 0
+
+    @property
+    def discarded(self) -> int:
+        return self.queued + self.dead_letters
+
+
+async def remove_endpoint(
+    settings: WarrenConfig, name: str, *, force: bool, connection: AbstractConnection | None = None
+) -> Removal:
+    """Stop delivery to ``name`` everywhere, then delete its queues and its DLQ.
+
+    Without ``force``, raises EndpointNotEmpty (and changes nothing) when its queues or its DLQ hold messages;
+    and, when messages came back from the workers as they stopped, raises it after stopping delivery, with every
+    message still queued. With ``force``, what they hold is discarded: the Removal counts it. On ``connection``
+    when given, else on a connection of its own.
+    """
+    async with one_call_connection(settings, connection, "warren-live-remove") as conn:
+        return await _remove_on(conn, settings, name, force=force)
+
+
+async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, name: str, *, force: bool) -> Removal:
+    prefix = settings.broker.prefix
+    dlq = names.dlq(prefix, name)
+    layout = await read_layout(connection, prefix, name)
+    held = layout.held(dlq)
+    if held and not force:
+        listed = ", ".join(f"{q} ({n})" for q, n in sorted(held.items()))
+        raise EndpointNotEmpty(
+            f"endpoint {name!r} holds messages ({listed}): nothing removed; let it drain (replay or purge its "
+            "dead letters), or remove it with force to discard them",
+            held,
+        )
+    await announce(connection, prefix, EndpointRecord.removing(name, by()))
+    if not layout.exists:
+        return Removal()
+    channel = await connection.channel()
+    try:
+        await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)
+    queues = [*layout.consumed, *([dlq] if layout.dlq is not None else [])]
+    discarded = await retire(connection, settings, name, queues, force=force)
+    removal = Removal(sum(n for q, n in discarded.items() if q != dlq), discarded.get(dlq, 0))
+    if removal.discarded:
+        log.warning(
+            "endpoint %s removed with force: %d queued message(s) and %d dead letter(s) discarded",
+            name,
+            removal.queued,
+            removal.dead_letters,
+        )
+    return removal
+
+
+async def retire(
+    connection: AbstractConnection, settings: WarrenConfig, endpoint: str, queues: list[str], *, force: bool
+) -> dict[str, int]:
+    """Delete queues no longer consumed, once their consumers left: when empty, or with ``force`` whatever they
+    hold. Returns queue -> messages discarded with it (``force`` only)."""
+    probe = QueueProbe(connection)
+    discarded: dict[str, int] = {}
+    try:
+        deadline = time.monotonic() + settings.delivery.grace_period + CONSUMERS_GONE_SLACK
+        left: dict[str, int] = {}
+        for queue in queues:
+            depth = await _consumers_gone(probe, queue, deadline)
+            if depth is None:
+                continue
+            if depth.consumers:
+                raise LiveApplyError(
+                    f"endpoint {endpoint!r}: {queue} still has {depth.consumers} consumer(s) "
+                    f"{settings.delivery.grace_period + CONSUMERS_GONE_SLACK:g}s after the fleet was told; "
+                    "delivery from it is not stopped (a worker of an earlier release?): run the removal again"
+                )
+            if force:
+                discarded[queue] = await _delete(connection, queue)
+            elif not await _delete_if_empty(connection, queue):
+                left[queue] = (await probe.depth(queue) or depth).ready
+        if left:
+            listed = ", ".join(f"{q} ({n})" for q, n in sorted(left.items()))
+            raise EndpointNotEmpty(
+                f"endpoint {endpoint!r}: delivery is stopped, but messages came back to {listed} as the workers "
+                "stopped; they are still queued: remove it again with force to discard them",
+                left,
+            )
+    finally:
+        await probe.close()
+    return {q: n for q, n in discarded.items() if n}
+
+
+async def _consumers_gone(probe: QueueProbe, queue: str, deadline: float) -> QueueDepth | None:
+    """The queue's depth once no consumer is left on it (or at ``deadline``); None when it does not exist."""
+    depth = await probe.depth(queue)
+    while depth is not None and depth.consumers and time.monotonic() < deadline:
+        # Polled: the consumers are other processes', and RabbitMQ tells nobody when they cancel.
+        await asyncio.sleep(POLL)
+        depth = await probe.depth(queue)
+    return depth
+
+
+async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
+    """Delete ``queue`` when it holds nothing; False (and kept) otherwise.
+
+    Quorum queues refuse ``queue.delete`` with ``if-empty`` (NOT_IMPLEMENTED), so, as ``warren setup --prune``
+    does, the count is read with a passive declare just before the delete; nothing feeds the queue any more by
+    then (its exchange and delay-chain binding are gone), so the window holds no new message.
+    """
+    channel = await connection.channel()
+    try:
+        raw = await channel.get_underlay_channel()
+        try:
+            if (await counts(raw, queue)).ready:
+                return False
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return True
+        await raw.queue_delete(queue)
+        return True
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)
+
+
+async def _delete(connection: AbstractConnection, queue: str) -> int:
+    """Delete ``queue`` whatever it holds; how many messages went with it (0 when it was gone already)."""
+    channel = await connection.channel()
+    try:
+        raw = await channel.get_underlay_channel()
+        try:
+            deleted = await raw.queue_delete(queue)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return 0
+        return int(deleted.message_count or 0)
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)
