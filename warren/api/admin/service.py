@@ -17,18 +17,17 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiohttp
 from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
 from warren.api.admin.link import AdminLink
+from warren.api.admin.test_send import TestResult, TestSender, delivered
 from warren.api.ingest.body import invalid, validation_problems
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
 from warren.broker.dlq.move import MoveReport
 from warren.broker.dlq.recover import recover
 from warren.broker.endpoint_state.admin import AdminError, change_admin, read_views
 from warren.broker.endpoint_state.records import EndpointView, summary
-from warren.broker.events import Event, envelope_bytes
 from warren.broker.live_apply import Removal
 from warren.core.errors import BrokerUnavailable, ReplayError, TopologyError, WarrenError
 from warren.store.keys import StoreKeyError
@@ -46,8 +45,6 @@ from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 from warren.topology.topics import topic_matches
-from warren.transport.base import Delivery, Outcome, SendResult
-from warren.transport.http import HttpTransport, new_session
 
 __all__ = [
     "ACTIONS",
@@ -77,12 +74,6 @@ class Page:
     next_cursor: str | None
 
 
-@dataclass(frozen=True)
-class TestResult:
-    event_id: str
-    result: SendResult
-
-
 def _not_found(name: str) -> ApiError:
     return ApiError(404, NOT_FOUND, f"no endpoint {name!r}")
 
@@ -107,7 +98,7 @@ class EndpointService:
         self.store = store
         self.link = AdminLink(config.broker)
         self.applier: EndpointApplier = applier or LiveApplier(self.link)
-        self._session: aiohttp.ClientSession | None = None
+        self.tester = TestSender(config.delivery)
         self._changes: dict[str, tuple[asyncio.Lock, int]] = {}  # endpoint -> its lock, and who holds or awaits it
 
     @contextlib.asynccontextmanager
@@ -127,9 +118,7 @@ class EndpointService:
                 self._changes[name] = (lock, users - 1)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.tester.close()
         await self.link.close()
 
     # -- reading -------------------------------------------------------------------------------------------
@@ -378,28 +367,11 @@ class EndpointService:
 
     async def test(self, name: str, event_type: str = "warren.test", data: Any = None) -> TestResult:
         """Send one signed test event to the endpoint now, as a worker would, and say what came of it."""
-        endpoint = await self.served(await self.get(name))
-        event = Event(type=event_type, data={"message": "a test event from Warren"} if data is None else data)
-        body = envelope_bytes(event)  # EventError (409 at the API) for data nested deeper than orjson writes
-        settings = self.config.delivery
-        if self._session is None:
-            self._session = new_session(settings.allow_private_networks, settings.user_agent)
-        transport = HttpTransport(
-            self._session,
-            allow_private_networks=settings.allow_private_networks,
-            body_limit=settings.response_body_limit,
-        )
-        now_ms = int(time.time() * 1000)
-        delivery = Delivery(event.id, event.type, body, 0, now_ms, None, ())
-        return TestResult(event.id, await transport.send(endpoint, delivery))
+        return await self.tester.send(await self.served(await self.get(name)), event_type, data)
 
 
 def _subscribes(stored: StoredEndpoint, event_type: str) -> bool:
     return any(topic_matches(pattern, event_type) for pattern in stored.events)
-
-
-def delivered(result: SendResult) -> bool:
-    return result.outcome is Outcome.DELIVERED
 
 
 @contextlib.asynccontextmanager
