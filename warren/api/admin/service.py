@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
 from warren.api.admin.link import AdminLink
-from warren.api.admin.test_send import TestResult, TestSender, delivered
+from warren.api.admin.send_test_event import TestResult, TestSender, delivered
 from warren.api.ingest.body import invalid, validation_problems
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
 from warren.broker.dlq.move import MoveReport
