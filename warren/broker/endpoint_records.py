@@ -19,17 +19,17 @@ the worker stops signing with it then, by itself, so no sweep or re-announcement
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
-from pydantic import ValidationError
+from pydantic import AfterValidator, BaseModel, TypeAdapter, ValidationError, model_validator
 
 from warren.core.errors import WarrenError
+from warren.core.strict_records import Number, Text, Whole, read, shown
 from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
 from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
@@ -151,38 +151,43 @@ class EndpointRecord:
     @classmethod
     def from_bytes(cls, body: bytes) -> EndpointRecord:
         """Parse a record; ValueError when the body is not one (a stray message must not break a worker)."""
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        endpoint, action, version = data.get("endpoint"), data.get("action"), data.get("version")
-        config = data.get("config")
-        if not isinstance(endpoint, str) or action not in (APPLY, REMOVE) or not isinstance(version, int):
-            raise ValueError("an endpoint record has endpoint, action (apply|remove) and an integer version")
-        if action == APPLY and not isinstance(config, dict):
-            raise ValueError("an apply record carries the endpoint's config")
-        sealed = data.get("sealed")
-        if sealed is not None and sealed != SEALED_WITH:
-            raise ValueError(f"secrets sealed with {sealed!r}, unknown here (this release knows {SEALED_WITH!r})")
-        expires = data.get("secret_expires", [])
-        if not isinstance(expires, list) or not all(_moment(end) for end in expires):
-            raise ValueError("secret_expires is a list of epoch seconds (or null)")
+        wire = read(_RECORD, body)
         return cls(
-            endpoint,
-            action,
-            version,
-            str(data.get("by", "")),
-            config if action == APPLY else None,
-            sealed=sealed is not None or action != APPLY,
-            secret_expires=tuple(None if end is None else float(end) for end in expires),
+            wire.endpoint,
+            wire.action,
+            wire.version,
+            wire.by,
+            wire.config if wire.action == APPLY else None,
+            sealed=wire.sealed is not None or wire.action != APPLY,
+            secret_expires=tuple(wire.secret_expires),
         )
 
 
-def _moment(value: object) -> bool:
-    """A secret's end as a record holds it: epoch seconds (a finite number, not a bool), or null."""
-    return value is None or (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value))
+def _known_seal(sealed: str | None) -> str | None:
+    if sealed is not None and sealed != SEALED_WITH:
+        raise ValueError(f"secrets sealed with {shown(sealed)}, unknown here (this release knows {SEALED_WITH!r})")
+    return sealed
+
+
+class _Wire(BaseModel):
+    """A record as ``to_message`` writes it (and every release before wrote it); other keys are ignored."""
+
+    endpoint: Text
+    action: Literal["apply", "remove"]
+    version: Whole
+    by: Text = ""
+    config: dict[str, Any] | None = None  # apply only
+    sealed: Annotated[Text | None, AfterValidator(_known_seal)] = None  # absent: written before records were sealed
+    secret_expires: list[Number | None] = []  # each secret's end (epoch s) or null; absent: none ends
+
+    @model_validator(mode="after")
+    def _apply_carries_config(self) -> _Wire:
+        if self.action == APPLY and self.config is None:
+            raise ValueError("an apply record carries the endpoint's config")
+        return self
+
+
+_RECORD = TypeAdapter(_Wire)
 
 
 def decode_record(message: AbstractIncomingMessage) -> EndpointRecord | None:

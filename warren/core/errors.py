@@ -35,6 +35,7 @@ WarrenError
 ├── NameTaken                (store.repository) an endpoint of that name is stored already
 ├── LiveApplyMissing         (broker.admin.applier) this build cannot apply endpoints to RabbitMQ live
 ├── MalformedBatch           (broker.attempt_records) a message on the attempts queue is not a record batch
+├── MalformedRecord          (core.strict_records) a record off RabbitMQ is not what its type asks; also a ValueError
 └── _Poison                  (broker.attempt_writer) control flow: the store refuses a batch for what it holds
 """
 

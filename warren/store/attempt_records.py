@@ -17,14 +17,15 @@ Pure: encoding and decoding only; the publisher and the writer are thin shells a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter
 
 from warren.core.errors import WarrenError
+from warren.core.strict_records import MalformedRecord, Number, Text, Whole, read, shown
 
 __all__ = [
     "ERROR_CHARS",
@@ -48,33 +49,44 @@ class MalformedBatch(WarrenError):
     """A message on the attempts queue that is not a batch of attempt records (named field and reason)."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptEntry:
-    """One finished delivery attempt, as the attempt log keeps it."""
-
-    id: str
-    event_id: str
-    tenant: str | None
-    endpoint: str
-    attempt: int
-    at: float
-    status: int | None
-    duration_ms: float
-    outcome: str
-    error: str | None
-    next_delay_s: float | None
-    worker: str
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome in FAILED_OUTCOMES
-
-
 def clip_error(error: str | None) -> str | None:
     """An error message cut to what the log keeps."""
     if error is None or len(error) <= ERROR_CHARS:
         return error
     return error[: ERROR_CHARS - 1] + "…"
+
+
+def _known_outcome(outcome: str) -> str:
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown {shown(outcome)}")
+    return outcome
+
+
+# What each field must be on the wire (decode_batch validates them; code that makes an entry is trusted). A field
+# that may be null may also be left out (None), as every release has read it.
+_Id = Annotated[Text, Field(min_length=1)]
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEntry:
+    """One finished delivery attempt, as the attempt log keeps it."""
+
+    id: _Id
+    event_id: _Id
+    tenant: Annotated[Text | None, Field(default=None)]
+    endpoint: _Id
+    attempt: Annotated[Whole, Field(ge=1)]
+    at: Number
+    status: Annotated[Whole | None, Field(default=None)]
+    duration_ms: Number
+    outcome: Annotated[Text, AfterValidator(_known_outcome)]
+    error: Annotated[Text | None, Field(default=None), AfterValidator(clip_error)]  # clipped on the way in
+    next_delay_s: Annotated[Number | None, Field(default=None)]
+    worker: Text
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILED_OUTCOMES
 
 
 def encode_batch(entries: Iterable[AttemptEntry]) -> bytes:
@@ -92,61 +104,30 @@ def encode_rows(rows: Iterable[Mapping[str, Any]]) -> bytes:
     return orjson.dumps({"v": VERSION, "attempts": list(rows)})
 
 
-def _field(record: dict[str, Any], name: str, kinds: tuple[type, ...], *, nullable: bool = False) -> Any:
-    value = record.get(name)
-    if value is None and nullable:
-        return None
-    # bool is an int in Python: refuse it wherever a number is asked for.
-    if value is None or isinstance(value, bool) or not isinstance(value, kinds):
-        raise MalformedBatch(f"attempt record field {name!r}: expected {'/'.join(k.__name__ for k in kinds)}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise MalformedBatch(f"attempt record field {name!r}: not a finite number")
-    return value
+class _Batch(BaseModel):
+    v: Literal[1]  # VERSION; lax, as ``data["v"] == 1`` was before: 1.0 and true pass too
+    attempts: list[AttemptEntry]
 
 
-def _entry(record: object) -> AttemptEntry:
-    if not isinstance(record, dict):
-        raise MalformedBatch("an attempt record is not a JSON object")
-    outcome = _field(record, "outcome", (str,))
-    if outcome not in OUTCOMES:
-        raise MalformedBatch(f"attempt record field 'outcome': unknown {outcome!r}")
-    attempt = _field(record, "attempt", (int,))
-    if attempt < 1:
-        raise MalformedBatch("attempt record field 'attempt': must be at least 1")
-    for name in ("id", "event_id", "endpoint"):
-        if not _field(record, name, (str,)):
-            raise MalformedBatch(f"attempt record field {name!r}: empty")
-    return AttemptEntry(
-        id=record["id"],
-        event_id=record["event_id"],
-        tenant=_field(record, "tenant", (str,), nullable=True),
-        endpoint=record["endpoint"],
-        attempt=attempt,
-        at=float(_field(record, "at", (int, float))),
-        status=_field(record, "status", (int,), nullable=True),
-        duration_ms=float(_field(record, "duration_ms", (int, float))),
-        outcome=outcome,
-        error=clip_error(_field(record, "error", (str,), nullable=True)),
-        next_delay_s=_opt_float(_field(record, "next_delay_s", (int, float), nullable=True)),
-        worker=_field(record, "worker", (str,)),
-    )
-
-
-def _opt_float(value: int | float | None) -> float | None:
-    return None if value is None else float(value)
+_BATCH = TypeAdapter(_Batch)
 
 
 def decode_batch(body: bytes) -> Sequence[AttemptEntry]:
     """The records of one message body; ``MalformedBatch`` names what is wrong (the whole batch is refused)."""
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise MalformedBatch(f"attempt batch is not JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise MalformedBatch("attempt batch is not a JSON object")
-    if data.get("v") != VERSION:
-        raise MalformedBatch(f"attempt batch version {data.get('v')!r}: this writer reads version {VERSION}")
-    records = data.get("attempts")
-    if not isinstance(records, list):
-        raise MalformedBatch("attempt batch field 'attempts': expected a list")
-    return [_entry(record) for record in records]
+        return read(_BATCH, body).attempts
+    except MalformedRecord as error:
+        raise _malformed(error) from None
+
+
+def _malformed(error: MalformedRecord) -> MalformedBatch:
+    match error.where:
+        case ():
+            return MalformedBatch(f"attempt batch is {error.reason}")
+        case ("v",):
+            return MalformedBatch(f"attempt batch version {shown(error.value)}: this writer reads version {VERSION}")
+        case ("attempts", int()):
+            return MalformedBatch("an attempt record is not a JSON object")
+        case ("attempts", int(), str() as name, *_):
+            return MalformedBatch(f"attempt record field {name!r}: {error.reason}")
+    return MalformedBatch(f"attempt batch {error}")

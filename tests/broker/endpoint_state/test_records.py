@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from warren.broker.endpoint_state.records import (
@@ -95,3 +96,75 @@ def test_in_force_lists_only_records_that_still_change_something() -> None:
     assert view.in_force(now=20.0) == []
     view.apply(rec(ADMIN, DISABLED, 3))
     assert [r.kind for r in view.in_force(now=20.0)] == [ADMIN]
+
+
+# A record as StateRecord.to_bytes writes it (this release and every one before): None fields left out.
+TODAY = (
+    b'{"endpoint":"acme","kind":"circuit","state":"open","reason":"timeout","since":1790000000.5,'
+    b'"version":1790000000500,"by":"w1","opened_at":1790000000.5,"failures":2,"retry_at":1790000030.0}'
+)
+
+
+def test_the_bytes_written_are_todays_and_read_back() -> None:
+    record = StateRecord(
+        "acme", CIRCUIT, OPEN, "timeout", 1_790_000_000.5, 1_790_000_000_500, "w1", 1_790_000_000.5, 2, 1_790_000_030.0
+    )
+    assert record.to_bytes() == TODAY
+    assert StateRecord.from_bytes(TODAY) == record
+
+
+def test_a_record_without_its_optional_fields_and_with_integer_times_reads_as_before() -> None:
+    fields = {"endpoint": "acme", "kind": ADMIN, "state": DISABLED, "reason": "", "since": 17, "version": 3, "by": "w"}
+    body = orjson.dumps({**fields, "added_later": [1]})
+    record = StateRecord.from_bytes(body)
+    assert record == StateRecord("acme", ADMIN, DISABLED, "", 17.0, 3, "w")
+    assert (record.opened_at, record.failures, record.retry_at, record.until) == (None, 0, None, None)
+    assert StateRecord.from_bytes(orjson.dumps({**orjson.loads(body), "until": None})) == record  # null: absent
+
+
+DEEP = b"[" * 1020 + b"]" * 1020  # orjson reads it; a repr of it raises RecursionError
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # What pydantic's lax mode would take; before, several reached the worker and failed there
+        ({"version": True}, "field 'version': expected int"),
+        ({"version": "5"}, "field 'version': expected int"),
+        ({"version": 5.0}, "field 'version': expected int"),
+        ({"since": True}, "field 'since': expected int/float"),
+        ({"since": "1"}, "field 'since': expected int/float"),
+        ({"failures": "2"}, "field 'failures': expected int"),  # was kept, and `failures + 1` raised in the guard
+        ({"failures": None}, "field 'failures': expected int"),
+        ({"failures": True}, "field 'failures': expected int"),
+        ({"until": "9"}, "field 'until': expected int/float"),  # was kept, and compared with a float in the guard
+        ({"retry_at": False}, "field 'retry_at': expected int/float"),
+        ({"reason": 5}, "field 'reason': expected str"),
+        ({"by": None}, "field 'by': expected str"),
+        ({"kind": [1]}, "field 'kind': expected str"),  # was a TypeError (unhashable), which no caller caught
+        ({"kind": "mood"}, "unknown 'mood' state 'open'"),
+        ({"state": "x" * 5000}, "unknown 'circuit' state 'xxxx"),
+    ],
+)
+def test_a_value_that_is_not_what_the_field_holds_is_refused(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        StateRecord.from_bytes(orjson.dumps({**orjson.loads(TODAY), **changes}))
+    assert str(caught.value).startswith(message) and len(str(caught.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (TODAY.replace(b'"failures":2', b'"failures":1' + b"0" * 400), "not JSON: "),
+        (TODAY.replace(b'"since":1790000000.5', b'"since":NaN'), "not JSON: "),
+        (TODAY.replace(b'"failures":2', b'"failures":18446744073709551616'), "field 'failures': expected int"),
+        (TODAY.replace(b'"state":"open"', b'"state":' + DEEP), "field 'state': expected str"),
+        (TODAY.replace(b'"kind":"circuit"', b'"kind":' + DEEP), "field 'kind': expected str"),
+        (b'{"endpoint": "a"}', "field 'kind': missing"),
+        (b"[1]", "not a JSON object"),
+    ],
+)
+def test_hostile_bodies_are_refused_cleanly(body: bytes, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        StateRecord.from_bytes(body)
+    assert str(caught.value).startswith(message)

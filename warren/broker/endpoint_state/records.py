@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import AfterValidator, TypeAdapter
+
+from warren.core.strict_records import Number, Text, Whole, read, shown
 
 __all__ = [
     "ACTIVE",
@@ -49,17 +52,18 @@ _STATES = {ADMIN: {ACTIVE, PAUSED, DISABLED}, CIRCUIT: {CLOSED, OPEN, HALF_OPEN}
 class StateRecord:
     """One state change of one endpoint, as published on the control exchange and kept in the state stream."""
 
-    endpoint: str
-    kind: str  # admin | circuit | throttle
-    state: str
-    reason: str
-    since: float  # epoch seconds: when this state began (for an open circuit, when it first opened)
-    version: int  # epoch ms, strictly above the version its writer had seen
-    by: str  # the worker (or "cli@host") that decided it
-    opened_at: float | None = None  # circuit: when this outage began (for disable_after)
-    failures: int = 0  # circuit: probes that failed in this outage (the cool-down grows with them)
-    retry_at: float | None = None  # circuit open: when a probe may go
-    until: float | None = None  # throttle: no attempt before this time
+    # The types are what ``from_bytes`` requires of each field on the wire (strict: warren/core/strict_records.py).
+    endpoint: Text
+    kind: Text  # admin | circuit | throttle
+    state: Text
+    reason: Text
+    since: Number  # epoch seconds: when this state began (for an open circuit, when it first opened)
+    version: Whole  # epoch ms, strictly above the version its writer had seen
+    by: Text  # the worker (or "cli@host") that decided it
+    opened_at: Number | None = None  # circuit: when this outage began (for disable_after)
+    failures: Whole = 0  # circuit: probes that failed in this outage (the cool-down grows with them)
+    retry_at: Number | None = None  # circuit open: when a probe may go
+    until: Number | None = None  # throttle: no attempt before this time
 
     def to_bytes(self) -> bytes:
         return orjson.dumps({k: v for k, v in dataclasses.asdict(self).items() if v is not None})
@@ -67,25 +71,19 @@ class StateRecord:
     @classmethod
     def from_bytes(cls, body: bytes) -> StateRecord:
         """Parse a record; ValueError when the body is not one (so a stray message cannot break a worker)."""
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        known = {f.name for f in dataclasses.fields(cls)}
-        try:
-            record = cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
-        if record.state not in _STATES.get(record.kind, ()):
-            raise ValueError(f"unknown {record.kind!r} state {record.state!r}")
-        if not isinstance(record.version, int) or not isinstance(record.since, int | float):
-            raise ValueError("version and since must be numbers")
-        return record
+        return read(_RECORD, body)
 
     def newer_than(self, other: StateRecord | None) -> bool:
         return other is None or (self.version, self.by) > (other.version, other.by)
+
+
+def _known_state(record: StateRecord) -> StateRecord:
+    if record.state not in _STATES.get(record.kind, ()):
+        raise ValueError(f"unknown {shown(record.kind)} state {shown(record.state)}")
+    return record
+
+
+_RECORD: TypeAdapter[StateRecord] = TypeAdapter(Annotated[StateRecord, AfterValidator(_known_state)])
 
 
 @dataclass
