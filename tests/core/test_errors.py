@@ -33,7 +33,7 @@ def test_every_exception_class_is_a_warren_error_named_in_the_tree() -> None:
     not_warren = sorted(path for path, cls in classes.items() if not issubclass(cls, WarrenError))
     not_drawn = sorted(path for path, cls in classes.items() if cls.__name__ not in drawn)
     assert not_warren == [], f"not under WarrenError: {not_warren}"
-    assert not_drawn == [], f"missing from the tree in warren/topology/errors.py: {not_drawn}"
+    assert not_drawn == [], f"missing from the tree in warren/core/errors.py: {not_drawn}"
 
 
 def test_the_tree_draws_each_class_under_its_real_parent() -> None:

@@ -9,7 +9,7 @@ WarrenError
 ├── EventError               an event cannot be published as given (bad id, type or key, too large, not JSON)
 ├── PublishError             RabbitMQ did not take a message: returned as unroutable, nacked, or the link failed
 │   ├── UnroutableError      no queue is bound for the message (for an event: nothing subscribes to its type)
-│   └── Nacked               (broker.confirm) RabbitMQ nacked it (after new channels: broker.confirm_channel)
+│   └── Nacked               (broker.amqp.confirm) RabbitMQ nacked it (after new channels: broker.amqp.confirm_channel)
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
 ├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
@@ -18,25 +18,25 @@ WarrenError
 ├── SecretsUnavailable       (broker.endpoint_records) a live record's secrets cannot be opened here; a ValueError
 ├── ManagementError          the management HTTP API refused or failed a request
 ├── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
-├── ApiError                 (broker.ingest.errors) an ingest API error response: status, code, message
-├── AdminError               (consumers.health.admin) an admin change does not apply to the endpoint's state
-├── ForbiddenAddress         (consumers.egress) the endpoint's address is private and that is not allowed
+├── ApiError                 (api.ingest.errors) an ingest API error response: status, code, message
+├── AdminError               (broker.endpoint_state.admin) an admin change does not apply to the endpoint's state
+├── ForbiddenAddress         (transport.egress) the endpoint's address is private and that is not allowed
 ├── MalformedMessage         (consumers.delivery) a consumed message is not a deliverable envelope (to the DLQ)
 ├── EndpointBlocked          (consumers.hooks) control flow: a gate holds the attempt back (circuit open, paused)
-├── VerificationError        (consumers.receiving.errors) an inbound request failed its source's check (401)
-├── IdentityError            (consumers.receiving.errors) an inbound event's id, key or sequence is unreadable
-├── StoreError               (consumers.receiving.errors) the idempotency store is unusable
-├── HandlerError             (consumers.receiving.errors) a ``module:function`` handler cannot be loaded
-├── NonRetryable             (consumers.receiving.errors) raised by a handler: dead-letter the event now
-├── BodyTooLarge             (consumers.receiving.middleware) an inbound body over the limit (413)
-├── BodyTimeout              (consumers.receiving.middleware) an inbound body slower than its read timeout (408)
+├── VerificationError        (receiving.errors) an inbound request failed its source's check (401)
+├── IdentityError            (receiving.errors) an inbound event's id, key or sequence is unreadable
+├── StoreError               (receiving.errors) the idempotency store is unusable
+├── HandlerError             (receiving.errors) a ``module:function`` handler cannot be loaded
+├── NonRetryable             (receiving.errors) raised by a handler: dead-letter the event now
+├── BodyTooLarge             (receiving.middleware) an inbound body over the limit (413)
+├── BodyTimeout              (receiving.middleware) an inbound body slower than its read timeout (408)
 ├── StoreKeyError            (store.keys) the endpoint store's keys are missing, malformed, or open no secret
 ├── StoreUnavailable         (store.engine) the endpoint store cannot be reached or used
 ├── NameTaken                (store.repository) an endpoint of that name is stored already
-├── LiveApplyMissing         (broker.admin.applier) this build cannot apply endpoints to RabbitMQ live
-├── MalformedBatch           (broker.attempt_records) a message on the attempts queue is not a record batch
+├── LiveApplyMissing         (api.admin.applier) this build cannot apply endpoints to RabbitMQ live
+├── MalformedBatch           (store.attempt_records) a message on the attempts queue is not a record batch
 ├── MalformedRecord          (core.strict_records) a record off RabbitMQ is not what its type asks; also a ValueError
-└── _Poison                  (broker.attempt_writer) control flow: the store refuses a batch for what it holds
+└── _Poison                  (api.attempt_writer) control flow: the store refuses a batch for what it holds
 """
 
 from __future__ import annotations
