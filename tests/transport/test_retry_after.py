@@ -20,6 +20,9 @@ NOW = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
         ("120", 120.0),
         (" 7\t", 7.0),  # optional whitespace around a field value
         ("0009", 9.0),
+        ("00000000005", 5.0),  # leading zeros past ten characters: still 5 s (they were read as 2^31)
+        ("0" * 5000 + "7", 7.0),
+        ("0" * 20, 0.0),
         ("9" * 11, float(DELAY_SECONDS_CAP)),  # too large to hold: RFC 9111's 2^31
         ("9" * 5000, float(DELAY_SECONDS_CAP)),  # beyond int()'s 4300 digits, and float('9' * 400) is inf
         ("Thu, 01 Jan 2026 00:00:30 GMT", 30.0),  # IMF-fixdate
