@@ -41,7 +41,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 # module name -> (the module mutated, its own tests: pure, no RabbitMQ)
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "decision": ("warren/consumers/decision.py", ("tests/consumers/test_decision.py",)),
-    "classify": ("warren/transport/classify.py", ("tests/consumers/test_policies.py",)),
+    "classify": ("warren/transport/classify.py", ("tests/transport/test_classify.py",)),
     "retry_after": ("warren/transport/retry_after.py", ("tests/transport/test_retry_after.py",)),
     "backoff": ("warren/topology/backoff.py", ("tests/topology/test_backoff.py",)),
     "delays": ("warren/topology/delays.py", ("tests/topology/test_delays.py",)),
