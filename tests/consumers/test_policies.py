@@ -1,4 +1,6 @@
-"""The worker's pure policies: classification, Retry-After, message parsing, headers carried onward, egress."""
+"""The worker's pure policies: Retry-After, message parsing, headers carried onward, egress.
+
+Classification has its own file: tests/transport/test_classify.py."""
 
 from __future__ import annotations
 
@@ -16,37 +18,10 @@ from warren.consumers.delivery import (
     parse_delivery,
     retry_headers,
 )
-from warren.transport.classify import Outcome, classify, parse_retry_after
+from warren.transport.classify import parse_retry_after
 from warren.transport.egress import ForbiddenAddress, check_url_literal, forbidden_reason
 
 BODY = orjson.dumps({"id": "e1", "type": "a.b", "timestamp": "2026-01-01T00:00:00Z", "data": {}})
-
-
-@pytest.mark.parametrize(
-    ("status", "error", "outcome"),
-    [
-        (200, None, Outcome.DELIVERED),
-        (204, None, Outcome.DELIVERED),
-        (299, None, Outcome.DELIVERED),
-        (301, None, Outcome.RETRY),
-        (408, None, Outcome.RETRY),
-        (429, None, Outcome.RETRY),
-        (500, None, Outcome.RETRY),
-        (503, None, Outcome.RETRY),
-        (410, None, Outcome.DISABLE),
-        (400, None, Outcome.DEAD),
-        (404, None, Outcome.DEAD),
-        (422, None, Outcome.DEAD),
-        (None, "timed out after 10s", Outcome.RETRY),
-        (None, "connection failed: refused", Outcome.RETRY),
-    ],
-)
-def test_classify(status: int | None, error: str | None, outcome: Outcome) -> None:
-    assert classify(status, error).outcome is outcome
-
-
-def test_retry_statuses_make_a_4xx_retryable() -> None:
-    assert classify(404, None, (404,)).outcome is Outcome.RETRY
 
 
 def test_retry_after_seconds_and_http_date() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import time
 from typing import Any
 
 import pytest
@@ -97,3 +99,64 @@ def test_next_step_with_full_jitter_stays_within_the_bound() -> None:
         step = next_step(attempt, 0.0, retry, rng=rng)
         assert isinstance(step, RetryIn)
         assert 0.0 <= step.delay <= backoff_bound(attempt, retry) <= 4.0
+
+
+def test_a_seeded_generator_is_what_draws_the_delay() -> None:
+    # Given full jitter and a caller's generator seeded with 7 (tests and replays pass their own)
+    jittered = policy(base="2s", factor=2, cap="1h", jitter="full")
+    # When delays are drawn with it, directly and through next_step
+    drawn = [draw_delay(3, jittered, random.Random(7)) for _ in range(2)]
+    step = next_step(3, 0.0, jittered, rng=random.Random(7))
+    # Then they are that generator's draws over [0, 8]: the same seed, the same delays
+    expected = random.Random(7).uniform(0.0, 8.0)
+    assert drawn == [expected, expected]
+    assert step == RetryIn(expected)
+
+
+def test_without_a_generator_the_process_wide_one_draws() -> None:
+    # Given full jitter and no generator of the caller's, when the module-level generator is seeded
+    jittered = policy(base="2s", factor=2, cap="1h", jitter="full")
+    state = random.getstate()
+    try:
+        random.seed(11)
+        drawn = draw_delay(3, jittered)
+        random.seed(11)
+        # Then the delay is its draw
+        assert drawn == random.uniform(0.0, 8.0)
+    finally:
+        random.setstate(state)
+
+
+def test_exhausted_once_max_attempts_are_made_or_passed() -> None:
+    # Given 4 attempts allowed, when the 4th or a later one has failed (the policy was lowered since), exhausted
+    retry = policy(base="200ms", max_attempts=4, jitter="none")
+    for made in (4, 5, 40):
+        assert next_step(made, 0.0, retry) == Exhausted("max_attempts (4) reached")
+
+
+def test_a_wait_that_ends_exactly_at_max_age_is_still_taken() -> None:
+    # Given a message 50 s old, a 10 s delay and max_age 1 min: 50 + 10 reaches max_age, it does not pass it
+    retry = policy(base="10s", cap="10s", max_age="1m", jitter="none")
+    assert next_step(1, age=50.0, policy=retry) == RetryIn(10.0)
+    # And a moment later it would pass it
+    assert next_step(1, age=50.5, policy=retry) == Exhausted("max_age (60s) would be exceeded")
+
+
+@pytest.mark.parametrize(
+    ("base", "factor"),
+    [("1s", 2.0), ("1h", 1.0)],  # the cap passed on the way; the cap reached at once and never left
+)
+def test_past_the_cap_the_bound_is_not_computed_further(base: str, factor: float) -> None:
+    # Given a cap of 1h, when the bound of an attempt with 100 million failures before it is asked for
+    started = time.perf_counter()
+    bound = backoff_bound(10**8, policy(base=base, factor=factor, cap="1h"))
+    # Then it is the cap, at once: the power is not computed past the cap (that would take seconds here)
+    assert bound == 3600.0
+    assert time.perf_counter() - started < 1.0
+
+
+def test_steps_are_values() -> None:
+    # Given a step, when something tries to change it, then it cannot (decisions are built from it)
+    for step, field in ((RetryIn(1.0), "delay"), (Exhausted("x"), "reason")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(step, field, None)

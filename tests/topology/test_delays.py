@@ -9,7 +9,19 @@ from warren.topology.delays import delay_routing_key, level_count, levels_for_de
 
 @pytest.mark.parametrize(
     ("seconds", "levels"),
-    [(0.0, 1), (0.001, 1), (0.002, 2), (0.003, 2), (0.004, 3), (1.0, 10), (2.0, 11), (3600.0, 22), (7200.0, 23)],
+    [
+        (0.0, 1),
+        (0.001, 1),
+        (0.002, 2),
+        (0.003, 2),
+        (0.004, 3),
+        (1.0, 10),
+        (1.023, 10),  # 2^10 - 1 ms: the ten levels' sum
+        (1.024, 11),  # 2^10 ms: one more level
+        (2.0, 11),
+        (3600.0, 22),
+        (7200.0, 23),
+    ],
 )
 def test_level_count_reaches_the_longest_delay(seconds: float, levels: int) -> None:
     assert level_count(seconds) == levels

@@ -30,6 +30,23 @@ PREFIX = "warren"
         (lambda: names.operator_exchange(PREFIX), "warren.operator"),
         (lambda: names.partition_owner(PREFIX, "billing", 3), "warren.ep.billing.p03.owner"),
         (lambda: names.partition_roster(PREFIX, "billing"), "warren.ep.billing.roster"),
+        # tenants (docs/architecture.md, "Tenants"): the tenant first in the routing key
+        (lambda: names.tenants_exchange(PREFIX), "warren.tenants"),
+        (lambda: names.tenant_routing_key("acme", "order.created"), "acme.order.created"),
+        (lambda: names.tenant_routing_key("*", "order.*"), "*.order.*"),
+        # inbound sources (docs/receiving.md): a queue, its DLQ, and its key on the dead exchange
+        (lambda: names.inbound_queue(PREFIX, "stripe"), "warren.in.stripe"),
+        (lambda: names.inbound_dlq(PREFIX, "stripe"), "warren.in.stripe.dlq"),
+        (lambda: names.inbound_dead_key("stripe"), "in.stripe"),
+        # the attempt log (docs/endpoints.md) and live endpoints (docs/architecture.md, "Live apply")
+        (lambda: names.attempts_exchange(PREFIX), "warren.attempts"),
+        (lambda: names.attempts_queue(PREFIX), "warren.attempts"),
+        (lambda: names.attempts_rejected_queue(PREFIX), "warren.attempts.rejected"),
+        (lambda: names.endpoints_exchange(PREFIX), "warren.endpoints"),
+        (lambda: names.endpoints_stream(PREFIX), "warren.endpoints.log"),
+        # health (docs/health.md): outside {prefix}.ep., so that setup never takes them for an endpoint's
+        (lambda: names.health_roster(PREFIX, "acme"), "warren.health.acme.roster"),
+        (lambda: names.probe_lock(PREFIX, "acme"), "warren.health.acme.probe"),
     ],
 )
 def test_each_name_has_its_documented_form(build: Callable[[], str], expected: str) -> None:
@@ -71,7 +88,11 @@ def test_queue_endpoint_round_trips_work_and_partition_queues(endpoint: str) -> 
         "other.ep.acme.q",  # another deployment's prefix
         "warren.ep..q",
         "warren.ep.acme.px",
+        "warren.ep.acme.px1",  # p, then something that is not a number, then digits
+        "warren.ep.acme.p",
         "warren.ep.acme",
+        "warren.ep.acme.roster",  # the partition roster: not a work queue, though its last word sorts after "q"
+        "warren.ep.acme.r",
         "warren.ep.acme.p\u00b2",  # SUPERSCRIPT TWO: isdigit() took it for a partition number
         "warren.ep.acme.p\u0663",  # ARABIC-INDIC DIGIT THREE
     ],
@@ -97,6 +118,14 @@ def test_queue_endpoint_refuses_other_names(queue: str) -> None:
         ("warren.ep..roster", False),
         ("other.ep.billing.roster", False),
         ("warren.ep.billing.p\u00b2.owner", False),
+        ("warren.ep.billing.px1.owner", False),
+        ("warren.ep.billing.p.owner", False),
+        ("warren.ep.billing.p00.ownership", False),  # not ".owner"
+        ("warren.ep.billing.p00.z", False),
+        ("warren.ep.billing.rosters", False),  # not ".roster"
+        ("warren.ep.billing.z", False),
+        ("warren.health.acme.rosters", False),
+        ("warren.health.acme", False),
     ],
 )
 def test_runtime_queues_are_told_from_planned_ones(queue: str, runtime: bool) -> None:

@@ -65,7 +65,8 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
         return None
     text = value.strip(" \t")
     if is_ascii_digits(text):
-        return float(min(int(text), DELAY_SECONDS_CAP)) if len(text) <= 10 else float(DELAY_SECONDS_CAP)
+        digits = text.lstrip("0") or "0"  # 1*DIGIT: leading zeros are allowed, and add nothing to the value
+        return float(min(int(digits), DELAY_SECONDS_CAP)) if len(digits) <= 10 else float(DELAY_SECONDS_CAP)
     moment = now or datetime.now(UTC)
     when = parse_http_date(text, moment)
     return None if when is None else max(0.0, (when - moment).total_seconds())
