@@ -162,7 +162,8 @@ class Fleet:
             await asyncio.sleep(0.05)
 
     def kill(self, name: str) -> None:
-        os.kill(self.pids[name], signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # a worker may have ended on its own
+            os.kill(self.pids[name], signal.SIGKILL)
 
     async def close(self) -> None:
         for task in self.starting:

@@ -23,6 +23,17 @@ def write_config(directory: Path, config: WarrenConfig, name: str = "warren.toml
     return path
 
 
+def signal_child(process: asyncio.subprocess.Process | None, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to a child that may have ended already.
+
+    Between a child's exit and asyncio noticing it, ``returncode`` is still None while the pid is reaped (or
+    the transport closed): a signal sent then raises ProcessLookupError. A child that is gone needs no signal.
+    """
+    if process is not None and process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sig)
+
+
 class WorkerProcess:
     """``warren worker`` in a subprocess; ``kill()`` is SIGKILL, ``terminate()`` SIGTERM and a wait."""
 
@@ -69,13 +80,11 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def kill(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            os.kill(self.process.pid, signal.SIGKILL)
+        signal_child(self.process)
 
     async def terminate(self, timeout: float = 20.0) -> int:
         assert self.process is not None
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
+        signal_child(self.process, signal.SIGTERM)
         return await asyncio.wait_for(self.process.wait(), timeout)
 
     async def cleanup(self) -> None:
@@ -152,8 +161,7 @@ class ApiProcess:
         raise AssertionError(f"warren api not ready in {timeout}s:\n{log[-3000:]}")
 
     def kill(self) -> None:
-        if self.process is not None and self.process.returncode is None:
-            os.kill(self.process.pid, signal.SIGKILL)
+        signal_child(self.process)
 
     async def cleanup(self) -> None:
         if self.process is not None and self.process.returncode is None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.support.processes import write_config
+from tests.support.processes import signal_child, write_config
 from tests.support.topology import declare
 from warren.topology.config import WarrenConfig
 
@@ -94,9 +94,8 @@ async def test_serves_until_sigterm_then_exits_cleanly(
         assert process.returncode == 0, out.decode()
         assert f"listening on http://127.0.0.1:{port}" in out.decode()
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        signal_child(process)
+        await process.wait()
 
 
 async def _wait_ready(session: aiohttp.ClientSession, url: str, process: asyncio.subprocess.Process) -> None:

@@ -17,6 +17,7 @@ import aiohttp
 
 from tests.support.declare import declare_plan
 from tests.support.effects import create_effects_table
+from tests.support.processes import signal_child
 from warren.receiving.identity import Identity
 from warren.receiving.messages import encode_inbound
 from warren.receiving.stores.sqlite import SqliteStore
@@ -191,8 +192,7 @@ async def test_receive_and_inbox_processes_turn_ten_posts_into_one_effect(
     finally:
         # And both stop cleanly on SIGTERM
         for process in (receive, inbox):
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
+            signal_child(process, signal.SIGTERM)
         codes = [await asyncio.wait_for(p.wait(), 15) for p in (receive, inbox)]
     assert codes == [0, 0]
 
@@ -242,14 +242,12 @@ async def test_inbox_imports_a_handler_from_the_directory_it_runs_in(
         while not (app / "handled.txt").exists() and inbox.returncode is None and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         if not (app / "handled.txt").exists():
-            if inbox.returncode is None:
-                inbox.send_signal(signal.SIGTERM)
+            signal_child(inbox, signal.SIGTERM)
             _, err = await asyncio.wait_for(inbox.communicate(), 15)
             raise AssertionError(f"the handler was not called; warren inbox said:\n{err.decode()}")
         assert (app / "handled.txt").read_text() == "handled evt_cwd"
     finally:
-        if inbox.returncode is None:
-            inbox.send_signal(signal.SIGTERM)
+        signal_child(inbox, signal.SIGTERM)
         await asyncio.wait_for(inbox.communicate(), 15)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import sys
@@ -17,7 +16,7 @@ import pytest
 import uvloop
 
 from tests.support.cli import clean_env
-from tests.support.processes import write_config
+from tests.support.processes import signal_child, write_config
 from tests.support.topology import declare
 from warren.loop import loop_factory, run_on_best_loop
 from warren.topology.config import WarrenConfig
@@ -156,6 +155,5 @@ async def test_worker_api_receive_and_inbox_run_on_uvloop(
         assert codes == dict.fromkeys(ready, 0), {c: _read(log)[-1500:] for c, (_, log) in processes.items()}
     finally:
         for process, _ in processes.values():
-            if process.returncode is None:
-                os.kill(process.pid, signal.SIGKILL)
-                await process.wait()
+            signal_child(process)
+            await process.wait()

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.cli import clean_env, warren
 from tests.support.deep_json import BEYOND_ORJSON, nested, with_duplicate
-from tests.support.processes import write_config
+from tests.support.processes import signal_child, write_config
 from tests.support.topology import declare
 from warren.topology import names
 
@@ -147,9 +147,8 @@ async def test_a_live_pipe_publishes_each_line_as_it_arrives(configured) -> None
         assert process.returncode == 0, err
         assert "published 2 event(s)" in out.decode()
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        signal_child(process)
+        await process.wait()
         await connection.close()
 
 

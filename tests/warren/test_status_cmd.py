@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.cli import clean_env, warren
 from tests.support.dead_letters import seed_dead_letters, wait_depth
-from tests.support.processes import write_config
+from tests.support.processes import signal_child, write_config
 from tests.support.tcp_proxy import TcpProxy, through
 from tests.support.topology import declare
 from warren.broker.amqp.connection import connect
@@ -139,9 +139,8 @@ async def test_watch_refreshes_at_its_interval_until_interrupted(shop_and_books:
         assert await asyncio.wait_for(process.wait(), 30) == 0
         print(f"\nwatch stopped {time.monotonic() - interrupted:.2f}s after SIGINT")
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        signal_child(process)
+        await process.wait()
 
 
 async def _line(stream: asyncio.StreamReader | None, timeout: float = 15) -> str:
@@ -190,6 +189,5 @@ async def test_a_watch_goes_on_through_a_lost_broker_and_ctrl_c_ends_it_while_th
             print(f"\nwatch stopped {time.monotonic() - interrupted:.2f}s after SIGINT, RabbitMQ hanging")
         finally:
             proxy.resume()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+            signal_child(process)
+            await process.wait()
