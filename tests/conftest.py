@@ -118,7 +118,7 @@ async def vhost(rabbit_server: RabbitServer) -> AsyncIterator[str]:
     """A vhost made for this run and deleted after it, so runs never see each other's queues."""
     name = f"warren-test-{uuid.uuid4().hex[:10]}"
     async with ManagementClient(
-        _mgmt_base(rabbit_server),
+        rabbit_server.management_base,
         rabbit_server.user,
         rabbit_server.password,
         name,
@@ -146,13 +146,6 @@ async def _create_vhost(api: ManagementClient, name: str, user: str) -> None:
                 return
 
 
-def _mgmt_base(server: RabbitServer) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(server.management_url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}"
-
-
 @pytest.fixture(scope="session")
 def amqp_url(rabbit_server: RabbitServer, vhost: str) -> str:
     return rabbit_server.amqp_url(vhost)
@@ -169,7 +162,9 @@ async def prefix(amqp_url: str, rabbit_server: RabbitServer, vhost: str) -> Asyn
     yield name
     import aio_pika
 
-    async with ManagementClient(_mgmt_base(rabbit_server), rabbit_server.user, rabbit_server.password, vhost) as api:
+    async with ManagementClient(
+        rabbit_server.management_base, rabbit_server.user, rabbit_server.password, vhost
+    ) as api:
         queues = [q["name"] for q in await api.queues() if q["name"].startswith(name + ".")]
         exchanges = [e["name"] for e in await api.exchanges() if e["name"].startswith(name + ".")]
     connection = await aio_pika.connect(amqp_url)
@@ -188,7 +183,9 @@ async def prefix(amqp_url: str, rabbit_server: RabbitServer, vhost: str) -> Asyn
 
 @pytest.fixture
 async def management(rabbit_server: RabbitServer, vhost: str) -> AsyncIterator[ManagementClient]:
-    async with ManagementClient(_mgmt_base(rabbit_server), rabbit_server.user, rabbit_server.password, vhost) as api:
+    async with ManagementClient(
+        rabbit_server.management_base, rabbit_server.user, rabbit_server.password, vhost
+    ) as api:
         yield api
 
 

@@ -223,12 +223,14 @@ LOW_AMQP = os.environ.get("WARREN_TEST_LOW_FD_AMQP_URL")
 LOW_MANAGEMENT = os.environ.get("WARREN_TEST_LOW_FD_MANAGEMENT_URL")
 
 
+@pytest.mark.lowfiles
 @pytest.mark.skipif(not (LOW_AMQP and LOW_MANAGEMENT), reason="needs a 3.10 node with a low open-files limit")
 @pytest.mark.timeout(120)
 async def test_a_low_limit_node_takes_what_fits_and_still_accepts_connections() -> None:
     assert LOW_AMQP and LOW_MANAGEMENT
     vhost = f"warren-lowfd-{uuid.uuid4().hex[:8]}"
-    async with ManagementClient(LOW_MANAGEMENT, "guest", "guest", vhost, timeout=120) as api:
+    server = RabbitServer(LOW_AMQP, LOW_MANAGEMENT)
+    async with ManagementClient(server.management_base, server.user, server.password, vhost, timeout=120) as api:
         await api.create_vhost(vhost, "guest")
         try:
             url = LOW_AMQP.rstrip("/") + f"/{vhost}"

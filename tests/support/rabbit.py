@@ -44,6 +44,12 @@ class RabbitServer:
     def password(self) -> str:
         return urlsplit(self.management_url).password or "guest"
 
+    @property
+    def management_base(self) -> str:
+        """The management URL without its credentials (ManagementClient sends them in a header)."""
+        parts = urlsplit(self.management_url)
+        return f"{parts.scheme}://{parts.hostname}:{parts.port or 15672}"
+
 
 def docker_available() -> bool:
     if shutil.which("docker") is None:
