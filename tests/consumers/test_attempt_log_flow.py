@@ -74,3 +74,45 @@ async def wait_until_listed(api: ApiServer, event_id: str, count: int, timeout: 
     while len(await attempts_of(api, event_id)) < count:
         assert time.monotonic() < deadline, f"{count} attempts not listed within {timeout}s"
         await asyncio.sleep(0.1)
+
+
+async def test_each_attempt_keeps_the_start_of_the_answer_and_its_headers(
+    endpoint_config: Any, receiver: Receiver, publish: Any, start_api: Any, store_url: str
+) -> None:
+    # Given an endpoint that answers 503 with a Retry-After and a body holding a NUL and invalid UTF-8, then 400
+    # with a JSON body longer than the 24 bytes of response_body_limit; and one that never answers in time
+    answers = iter(
+        [
+            Reply(503, headers={"Retry-After": "0", "Content-Type": "text/plain"}, body=b"busy\x00\xff now"),
+            Reply(400, headers={"Content-Type": "application/json"}, body=b'{"error": "amount must be positive"}'),
+        ]
+    )
+    receiver.behaviour = lambda r, request, body: (
+        Reply(200, delay=5) if request.path.endswith("/slow") else next(answers)
+    )
+    config = await endpoint_config(
+        [{"name": "shop", "tenant": "acme"}, {"name": "slow", "tenant": "acme", "timeout": "200ms"}],
+        retry={"base": "10ms", "cap": "20ms", "max_attempts": 2},
+        delivery={"response_body_limit": 24},
+        worker={"attempt_log_interval": "50ms"},
+        store={"url": store_url},
+        api={"tokens": [TOKEN], "admin_tokens": [ADMIN_TOKEN]},
+    )
+    api = await start_api(config)
+    async with Worker(config):
+        # When an event is attempted twice at each endpoint
+        event = Event(type="order.paid", data={"n": 1}, tenant="acme")
+        await publish(config, [event])
+        await wait_until_listed(api, event.id, 4)
+    listed = await attempts_of(api, event.id)
+    shop = [a for a in listed if a["endpoint"] == "shop"]
+    slow = [a for a in listed if a["endpoint"] == "slow"]
+    # Then each answered attempt keeps the start of its body as text and the headers that matter
+    assert [a["status"] for a in shop] == [503, 400]
+    assert shop[0]["response"] == "busy\ufffd\ufffd now"  # the NUL made storable, the invalid byte replaced
+    assert shop[0]["response_headers"] == {"content-type": "text/plain", "retry-after": "0"}
+    assert shop[1]["response"] == '{"error": "amount must b'  # 24 bytes: response_body_limit
+    assert shop[1]["response_headers"] == {"content-type": "application/json"}
+    # And an attempt that got no answer keeps none, only its error
+    assert [(a["response"], a["response_headers"]) for a in slow] == [(None, None)] * 2
+    assert all(a["error"].startswith("timed out") for a in slow)

@@ -15,6 +15,7 @@ from tests.support.attempts import attempt, delivered
 from tests.support.cli import hinted, run_hinted, warren
 from tests.support.processes import write_config
 from tests.support.store import store_postgres, store_url
+from warren import common
 from warren.cli import app
 from warren.store.attempts import AttemptLog
 from warren.topology.config import StoreSettings, WarrenConfig
@@ -72,6 +73,39 @@ async def test_an_events_attempts_and_an_endpoints_failures_from_the_command_lin
     both = await cli("attempts", "evt_cli", "--endpoint", "billing", *c)
     assert unknown.exit_code == 0 and "no attempt of evt_none" in unknown.output
     assert both.exit_code == 2 and "one of the two" in both.output
+
+
+async def test_an_answer_is_shown_escaped_and_cut_in_the_table_and_whole_in_json(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an attempt whose endpoint answered 400 with a long body holding a terminal escape and a newline
+    answer = "\x1b[2J\x1b[31mfake\nrow│ " + "x" * 100
+    rejected = attempt(
+        event_id="evt_answer",
+        status=400,
+        outcome="dead",
+        error=None,
+        next_delay_s=None,
+        response=answer,
+        response_headers={"content-type": "text/plain"},
+    )
+    log = await AttemptLog.open(StoreSettings(url=store_url))
+    try:
+        await log.add_many([rejected])
+    finally:
+        await log.close()
+    path = str(write_config(tmp_path, WarrenConfig(store={"url": store_url})))
+    # When it is listed as a table (on a terminal wide enough for all of it) and as JSON
+    monkeypatch.setattr(common.console, "width", 400)
+    table = await cli("attempts", "evt_answer", "--config", path)
+    as_json = await cli("attempts", "evt_answer", "--config", path, "--json")
+    # Then the table shows the answer's start on one line, its controls as escapes, never sent to the terminal
+    assert table.exit_code == 0, table.output
+    assert "\x1b" not in table.output and "\\x1b[2J\\x1b[31" in table.output  # rich may wrap the rest
+    assert table.output.count("x") < 70 and "…" in table.output  # 60 characters of it, of which 2 in \x1b
+    # And the JSON has it whole, with its headers
+    (shown,) = json.loads(as_json.output)["attempts"]
+    assert shown["response"] == answer and shown["response_headers"] == {"content-type": "text/plain"}
 
 
 async def test_without_a_store_the_command_says_where_the_log_lives(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.core.moments import iso_utc
+from warren.core.visible import visible
 from warren.topology.config import StoreSettings
 
 if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # the store's libraries load when the command runs, not with 
 __all__ = ["register"]
 
 TimeHelp = "ISO time (2026-05-01T12:00Z) or ago (15m, 2h, 1d), as for `warren dlq`."
+RESPONSE_SHOWN = 60  # characters of an answer's start in the table (--json prints it whole)
 
 
 def _moment(text: str | None, option: str) -> float | None:
@@ -103,11 +105,21 @@ def _json(entries: list[AttemptEntry]) -> list[dict[str, object]]:
     return [{**asdict(e), "at": _iso(e.at), "failed": e.failed} for e in entries]
 
 
+def _shown(text: str | None, limit: int | None = None) -> str:
+    """An endpoint's words, made safe for the terminal (its controls as escapes) and rich markup, on one line."""
+    if not text:
+        return ""
+    text = visible(text)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return escape(text)
+
+
 def _table(entries: list[AttemptEntry], *, first: str) -> None:
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("at", first, "#", "outcome", "status", "ms", "next", "error"):
+    for column in ("at", first, "#", "outcome", "status", "ms", "next", "error or answer"):
         table.add_column(column, justify="right" if column in ("#", "status", "ms") else "left")
     for e in entries:
         style = "green" if not e.failed else "yellow" if e.outcome.startswith("retry") else "red"
@@ -119,7 +131,7 @@ def _table(entries: list[AttemptEntry], *, first: str) -> None:
             "" if e.status is None else str(e.status),
             f"{e.duration_ms:.0f}",
             "" if e.next_delay_s is None else f"{e.next_delay_s:g}s",
-            escape(e.error or ""),
+            _shown(e.error) if e.error else _shown(e.response, RESPONSE_SHOWN),
         )
     console.print(table)
 

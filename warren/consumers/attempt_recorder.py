@@ -179,6 +179,8 @@ class AttemptRecorder:
             "error": clip_error(record.error),
             "next_delay_s": record.next_delay,
             "worker": self.worker,
+            "response": record.response,
+            "response_headers": dict(record.response_headers) if record.response is not None else None,
         }
 
     async def _publish(self, chunk: list[Pending]) -> None:

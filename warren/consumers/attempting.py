@@ -104,6 +104,8 @@ class Attempter:
             delivery.age(at_ms),
             result.retry_after,
             delivery.tenant,
+            result.excerpt if result.status is not None else None,
+            result.response_headers,
         )
         for observer in self.hooks.observers:
             observer(record)

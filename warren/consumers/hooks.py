@@ -38,6 +38,8 @@ class AttemptRecord:
     age: float  # seconds since the event was published (or replayed)
     retry_after: float | None  # what the endpoint asked for, if it did
     tenant: str | None = None  # the event's tenant, when it names one
+    response: str | None = None  # the start of the endpoint's answer (response_body_limit); None: no answer
+    response_headers: tuple[tuple[str, str], ...] = ()  # its headers the log keeps (content-type, retry-after)
 
 
 # How a message left the worker: acked after delivery, moved into the delay chain, moved to the DLQ, or

@@ -10,7 +10,13 @@ One AMQP message carries a batch: ``{"v": 1, "attempts": [record, ...]}`` (JSON,
 - ``status`` (the HTTP status, null when there was none), ``duration_ms``, ``outcome`` (the worker's decision:
   delivered, retry, retry-in-place, exhausted, dead, disabled, parked), ``error`` (null or at most
   ``ERROR_CHARS`` characters), ``next_delay_s`` (null unless a retry was scheduled);
-- ``worker``: which worker made the attempt (host and PID).
+- ``worker``: which worker made the attempt (host and PID);
+- ``response``: the start of the endpoint's answer, as text (at most ``delivery.response_body_limit`` bytes
+  read, invalid UTF-8 as U+FFFD, cut again to ``RESPONSE_CHARS`` characters here); null when no answer came;
+- ``response_headers``: the answer's headers that matter for it (``content-type``, ``retry-after``), or null.
+
+The last two came later: a record without them (an older worker's) reads as null, and an older writer ignores
+them (the reader takes fields it does not know and leaves them).
 
 Pure: encoding and decoding only; the publisher and the writer are thin shells around them.
 """
@@ -30,6 +36,7 @@ from warren.core.strict_records import MalformedRecord, Number, Text, Whole, rea
 __all__ = [
     "ERROR_CHARS",
     "OUTCOMES",
+    "RESPONSE_CHARS",
     "VERSION",
     "AttemptEntry",
     "MalformedBatch",
@@ -40,6 +47,7 @@ __all__ = [
 
 VERSION = 1
 ERROR_CHARS = 500
+RESPONSE_CHARS = 65_536  # a response excerpt kept by the writer, whatever a worker's response_body_limit
 OUTCOMES = frozenset({"delivered", "retry", "retry-in-place", "exhausted", "dead", "disabled", "parked"})
 # Outcomes that are not a success: what `?status=failed` selects.
 FAILED_OUTCOMES = frozenset(OUTCOMES - {"delivered"})
@@ -54,6 +62,13 @@ def clip_error(error: str | None) -> str | None:
     if error is None or len(error) <= ERROR_CHARS:
         return error
     return error[: ERROR_CHARS - 1] + "…"
+
+
+def clip_response(response: str | None) -> str | None:
+    """A response excerpt cut to what the log keeps."""
+    if response is None or len(response) <= RESPONSE_CHARS:
+        return response
+    return response[: RESPONSE_CHARS - 1] + "…"
 
 
 def _known_outcome(outcome: str) -> str:
@@ -83,6 +98,8 @@ class AttemptEntry:
     error: Annotated[Text | None, Field(default=None), AfterValidator(clip_error)]  # clipped on the way in
     next_delay_s: Annotated[Number | None, Field(default=None)]
     worker: Text
+    response: Annotated[Text | None, Field(default=None), AfterValidator(clip_response)] = None
+    response_headers: Annotated[dict[str, Text] | None, Field(default=None)] = None
 
     @property
     def failed(self) -> bool:

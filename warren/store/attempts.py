@@ -54,8 +54,13 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
 
 
 def _clean(value: Any) -> Any:
-    """PostgreSQL text holds no NUL character: one in a record (the JSON allows it) becomes U+FFFD."""
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+    """PostgreSQL text holds no NUL character: one in a record (the JSON allows it) becomes U+FFFD, in a text
+    field and in the values of a mapping (the response's headers)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_clean(key): _clean(item) for key, item in value.items()}
+    return value
 
 
 def _row(entry: AttemptEntry) -> dict[str, Any]:

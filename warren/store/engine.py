@@ -88,12 +88,13 @@ async def current_revision(engine: AsyncEngine) -> str | None:
         return await connection.run_sync(_current)
 
 
-async def migrate(engine: AsyncEngine) -> tuple[str | None, str | None]:
-    """Upgrade the schema to the latest revision; (revision before, revision after). Idempotent."""
+async def migrate(engine: AsyncEngine, revision: str = "head") -> tuple[str | None, str | None]:
+    """Upgrade the schema to the latest revision (or to ``revision``: a test builds an earlier release's schema
+    that way); (revision before, revision after). Idempotent."""
     try:
         async with engine.begin() as connection:
             before = await connection.run_sync(_current)
-            await connection.run_sync(lambda sync: command.upgrade(_alembic_config(sync), "head"))
+            await connection.run_sync(lambda sync: command.upgrade(_alembic_config(sync), revision))
             after = await connection.run_sync(_current)
     except OSError as exc:
         raise StoreUnavailable(f"cannot reach the store: {exc}") from exc

@@ -86,3 +86,5 @@ class AttemptRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     next_delay_s: Mapped[float | None] = mapped_column(Float)
     worker: Mapped[str] = mapped_column(String)
+    response: Mapped[str | None] = mapped_column(Text)
+    response_headers: Mapped[dict[str, str] | None] = mapped_column(JSON)

@@ -67,6 +67,7 @@ class SendResult:
     retry_after: float | None = None  # seconds the sink asked to wait, parsed once by the transport
     answer: str | None = None  # the sink's answer in words ("HTTP 503"); None when there was none
     excerpt: str = ""  # the start of the sink's answer, for the attempt log
+    response_headers: tuple[tuple[str, str], ...] = ()  # the answer's headers the attempt log keeps (KEPT_HEADERS)
     refused: bool = False  # refused before sending (egress guard, bad address): says nothing of the sink's health
     throttled: bool = False  # the sink asked to slow down: the throttle's business, not the breaker's
 

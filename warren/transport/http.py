@@ -11,7 +11,7 @@ in the excerpt.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import aiohttp
 
@@ -22,7 +22,11 @@ from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
 from warren.transport.signing import signature_header
 
-__all__ = ["HttpTransport", "http_result", "new_session", "webhook_headers"]
+__all__ = ["KEPT_HEADERS", "HttpTransport", "http_result", "kept_headers", "new_session", "webhook_headers"]
+
+# The response headers an attempt's record keeps beside the body's start, and how much of each value.
+KEPT_HEADERS = ("content-type", "retry-after")
+HEADER_CHARS = 200
 
 
 def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
@@ -57,6 +61,7 @@ def http_result(
     *,
     retry_after: str | None = None,
     excerpt: str = "",
+    response_headers: tuple[tuple[str, str], ...] = (),
     retry_statuses: frozenset[int] | tuple[int, ...] = (),
 ) -> SendResult:
     """An HTTP answer (or the lack of one) as a transport-neutral result: classified, Retry-After parsed once.
@@ -75,8 +80,15 @@ def http_result(
         retry_after=parse_retry_after(retry_after),
         answer=f"HTTP {status}" if status is not None else None,
         excerpt=excerpt,
+        response_headers=response_headers,
         throttled=status == 429,
     )
+
+
+def kept_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The answer's headers the attempt log keeps (``KEPT_HEADERS``, lowercase names), each value cut to
+    ``HEADER_CHARS`` characters: what a customer debugging a failure needs besides the body."""
+    return tuple((name, headers[name][:HEADER_CHARS]) for name in KEPT_HEADERS if name in headers)
 
 
 def _refused(error: str, duration: float) -> SendResult:
@@ -163,6 +175,7 @@ class HttpTransport:
                     time.monotonic() - started,
                     retry_after=response.headers.get("Retry-After"),
                     excerpt=await self._excerpt(response),
+                    response_headers=kept_headers(response.headers),
                     retry_statuses=retry_statuses,
                 )
         except ForbiddenAddress as exc:

@@ -70,6 +70,8 @@ async def test_an_events_attempts_come_in_order_across_endpoints(start_admin: St
         "error": "timed out",
         "next_delay_s": 0.8,
         "worker": "w2:2",
+        "response": None,  # it timed out: no answer
+        "response_headers": None,
     }
     assert [a["failed"] for a in reply.body["data"]] == [True, False, True, False]
     # And an event without attempts has an empty list; producer tokens are refused

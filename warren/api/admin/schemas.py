@@ -263,6 +263,14 @@ class AttemptOut(BaseModel):
     error: str | None
     next_delay_s: float | None = Field(description="The delay before the next attempt, when one was scheduled.")
     worker: str = Field(description="The worker that made it (host and PID).")
+    response: str | None = Field(
+        description="The start of the endpoint's answer as text (at most `delivery.response_body_limit` bytes read;"
+        " invalid UTF-8 shown as U+FFFD); null when no answer came (a timeout, a refused connection) or for an"
+        " attempt recorded before Warren kept answers."
+    )
+    response_headers: dict[str, str] | None = Field(
+        description="The answer's `content-type` and `retry-after` headers, those it sent; null with `response`."
+    )
 
 
 class EventAttempts(BaseModel):
