@@ -16,16 +16,8 @@ from tests.support.store import PostgresDatabase
 from warren.store.attempt_records import RESPONSE_CHARS, decode_batch, encode_batch
 from warren.store.attempts import AttemptLog
 from warren.store.engine import current_revision, head_revision, migrate, open_engine
-from warren.topology.config import StoreSettings
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def attempts(store_url: str) -> AsyncIterator[AttemptLog]:
-    opened = await AttemptLog.open(StoreSettings(url=store_url))
-    yield opened
-    await opened.close()
 
 
 def test_a_record_without_an_answer_reads_as_none_and_an_unknown_field_is_left() -> None:

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from tests.support.attempts import T0, attempt, delivered
 from warren.store.attempts import AttemptLog
-from warren.topology.config import StoreSettings
 
 pytestmark = pytest.mark.timeout(30)
-
-
-@pytest.fixture
-async def attempts(store_url: str) -> AsyncIterator[AttemptLog]:
-    opened = await AttemptLog.open(StoreSettings(url=store_url))
-    yield opened
-    await opened.close()
 
 
 async def test_a_record_stored_twice_is_stored_once(attempts: AttemptLog) -> None:
