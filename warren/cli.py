@@ -24,6 +24,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "dlq_cmd": ("dlq",),
     "endpoint_cmd": ("endpoint",),
     "store_cmd": ("store",),
+    "key_cmd": ("key",),
     "attempts_cmd": ("attempts",),
 }
 _loaded: dict[str, dict[str, Any]] = {}  # module -> its commands, once per process

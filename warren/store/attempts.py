@@ -117,11 +117,14 @@ class AttemptLog:
         until: float | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tenant: str | None = None,
     ) -> AttemptPage:
         """One endpoint's attempts, newest first, ``limit`` at a time from ``cursor`` (``next_cursor`` of the
-        page before). ``since`` is inclusive, ``until`` is not; ``failed_only`` keeps every outcome but delivered.
-        ValueError for a cursor this module did not make."""
+        page before). ``since`` is inclusive, ``until`` is not; ``failed_only`` keeps every outcome but delivered;
+        ``tenant`` keeps only that tenant's. ValueError for a cursor this module did not make."""
         conditions: list[ColumnElement[bool]] = [AttemptRow.endpoint == endpoint]
+        if tenant is not None:
+            conditions.append(AttemptRow.tenant == tenant)
         if failed_only:
             conditions.append(AttemptRow.outcome.in_(sorted(FAILED_OUTCOMES)))
         if since is not None:

@@ -11,8 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import InterfaceError as SAInterfaceError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -29,6 +27,7 @@ from warren.store.records import (
     endpoint_options,
 )
 from warren.store.tables import EndpointRow, SecretRow, TenantRow
+from warren.store.tenants import ensure_tenant
 from warren.topology.config import Endpoint, StoreSettings
 
 __all__ = ["EndpointStore", "NameTaken", "Reconciled"]
@@ -109,14 +108,7 @@ class EndpointStore:
         return found
 
     async def _ensure_tenant(self, session: AsyncSession, tenant: str | None) -> None:
-        """Add ``tenant`` if it is missing. An insert that skips a row already there: requests for a new tenant
-        come concurrently, and a look-then-add let all but one fail on the tenant's key (NameTaken on create,
-        a 500 on update)."""
-        if tenant is None:
-            return
-        insert = postgresql_insert if self.engine.dialect.name == "postgresql" else sqlite_insert
-        row = {"name": tenant, "created_at": self._clock()}
-        await session.execute(insert(TenantRow).values(**row).on_conflict_do_nothing(index_elements=["name"]))
+        await ensure_tenant(session, tenant, self._clock())
 
     async def get(self, name: str) -> StoredEndpoint | None:
         async with self._session() as session:

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["AttemptRow", "Base", "EndpointRow", "SecretRow", "TenantRow"]
+__all__ = ["ApiKeyRow", "AttemptRow", "Base", "EndpointRow", "SecretRow", "TenantRow"]
 
 NAME = 63  # an endpoint or tenant name: a token of at most 63 characters (warren/topology/config_fields.py)
 
@@ -88,3 +88,19 @@ class AttemptRow(Base):
     worker: Mapped[str] = mapped_column(String)
     response: Mapped[str | None] = mapped_column(Text)
     response_headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
+
+
+class ApiKeyRow(Base):
+    """A tenant-scoped API key: confined to one tenant's endpoints, attempts and events. Only the SHA-256 of
+    its secret part is kept (the key is shown once, when it is made); ``revoked_at`` is set when it is revoked
+    (the row stays, so a revoked key is told apart from one that never was)."""
+
+    __tablename__ = "warren_api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(NAME), ForeignKey("warren_tenants.name"), index=True)
+    name: Mapped[str | None] = mapped_column(Text)
+    digest: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, default=None)
+    revoked_at: Mapped[float | None] = mapped_column(Float, default=None)

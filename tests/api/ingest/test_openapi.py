@@ -24,7 +24,7 @@ def test_document_carries_the_configured_limits() -> None:
     batch = doc["paths"]["/v1/events/batch"]["post"]
     [key] = batch["parameters"]
     assert key["name"] == "Idempotency-Key" and key["schema"]["maxLength"] == 200 - len(".49")
-    assert set(batch["responses"]) == {"202", "207", "400", "401", "408", "409", "413", "415", "422", "503"}
+    assert set(batch["responses"]) == {"202", "207", "400", "401", "403", "408", "409", "413", "415", "422", "503"}
     assert batch["responses"]["503"]["headers"]["Retry-After"]["required"] is True
 
 

@@ -29,15 +29,20 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.EventAttempts, "serialization"),
     (s.AttemptPage, "serialization"),
     (s.RecoverOut, "serialization"),
+    (s.KeyIn, "validation"),
+    (s.KeyCreated, "serialization"),
+    (s.KeyList, "serialization"),
 ]
 _SECURITY: list[dict[str, list[str]]] = [{"admin": []}]
-_NAME = {
-    "name": "name",
-    "in": "path",
-    "required": True,
-    "description": "The endpoint's name.",
-    "schema": {"type": "string", "pattern": s.NAME_PATTERN},
-}
+
+
+def _path(name: str, description: str, pattern: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": {"type": "string", "pattern": pattern}}  # fmt: skip
+
+
+_NAME = _path("name", "The endpoint's name.", s.NAME_PATTERN)
+_TENANT = _path("tenant", "The tenant.", s.TENANT_PATTERN)
 
 
 def _json(schema: str, description: str) -> dict[str, Any]:
@@ -53,7 +58,14 @@ _ERRORS: dict[str, dict[str, Any]] = {
         **_json("ErrorBody", "No admin token, or a wrong one (`unauthorized`); producer tokens are not admin tokens."),
         "headers": {"WWW-Authenticate": {"description": "Bearer challenge.", "schema": {"type": "string"}}},
     },
-    "404": _json("ErrorBody", "No endpoint of that name (`not_found`)."),
+    "403": _json(
+        "ErrorBody",
+        "A tenant's key asked for what only an admin token may do, or for another tenant (`forbidden`).",
+    ),
+    "404": _json(
+        "ErrorBody",
+        "No endpoint of that name, or, for a tenant's key, none of that tenant (`not_found`); no such key.",
+    ),
     "409": _json(
         "ErrorBody",
         "The name is taken (`endpoint_exists`); the endpoint comes from the configuration file and only "
@@ -79,7 +91,7 @@ def _errors(*codes: str) -> dict[str, Any]:
     return {code: _ERRORS[code] for code in codes}
 
 
-_WITH_BODY = ("400", "401", "404", "409", "413", "415", "422", "503")
+_WITH_BODY = ("400", "401", "403", "404", "409", "413", "415", "422", "503")
 
 
 def _body(model: str, *, required: bool = True) -> dict[str, Any]:
@@ -113,7 +125,9 @@ def add_admin_paths(document: dict[str, Any]) -> None:
     document["components"]["securitySchemes"]["admin"] = {
         "type": "http",
         "scheme": "bearer",
-        "description": "An admin token (`api.admin_tokens`).",
+        "description": "An admin token (`api.admin_tokens`): every tenant. Or a tenant's API key (`wtk_...`, "
+        "made by `POST /v1/tenants/{tenant}/keys`): that tenant's endpoints, attempts and events only; another "
+        "tenant's endpoint is a 404, as one that does not exist.",
     }
     document["info"]["description"] += (
         " The admin API (`/v1/endpoints`, admin tokens) creates, changes and removes endpoints at runtime,"
@@ -289,6 +303,38 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                         "200": _json("RecoverOut", "How many dead letters were sent back."),
                         **_errors("401", "404", "409", "422", "503"),
                     },
+                }
+            },
+            "/v1/tenants/{tenant}/keys": {
+                "post": {
+                    "operationId": "createTenantKey",
+                    "summary": "Make an API key confined to one tenant (shown once)",
+                    "security": _SECURITY,
+                    "parameters": [_TENANT],
+                    "requestBody": _body("KeyIn", required=False),
+                    "responses": {
+                        "201": _json("KeyCreated", "The key, in `key`: it is never shown again."),
+                        **_errors("400", "401", "403", "413", "415", "422", "503"),
+                    },
+                },
+                "get": {
+                    "operationId": "listTenantKeys",
+                    "summary": "A tenant's API keys, revoked ones too (never the keys themselves)",
+                    "security": _SECURITY,
+                    "parameters": [_TENANT],
+                    "responses": {"200": _json("KeyList", "The keys."), **_errors("401", "403", "422", "503")},
+                },
+            },
+            "/v1/tenants/{tenant}/keys/{key_id}": {
+                "delete": {
+                    "operationId": "revokeTenantKey",
+                    "summary": "Revoke a tenant's API key: refused from the next request on",
+                    "security": _SECURITY,
+                    "parameters": [
+                        _TENANT,
+                        _path("key_id", "The key's id (`id` in the list).", "^[0-9a-f]{16}$"),
+                    ],
+                    "responses": {"204": {"description": "Revoked."}, **_errors("401", "403", "404", "422", "503")},
                 }
             },
             one + "/test": {

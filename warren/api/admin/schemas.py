@@ -33,6 +33,10 @@ __all__ = [
     "EndpointPage",
     "EndpointPatch",
     "EventAttempts",
+    "KeyCreated",
+    "KeyIn",
+    "KeyList",
+    "KeyOut",
     "ListQuery",
     "RecoverOut",
     "RevealedSecret",
@@ -149,6 +153,35 @@ class RotateIn(_In):
     grace: float | None = Field(
         default=None, ge=0, le=30 * 86400.0, description="Seconds the old secret keeps signing (store.secret_grace)."
     )
+
+
+class KeyIn(_In):
+    """A new tenant-scoped API key."""
+
+    name: str | None = Field(default=None, max_length=200, description="What the key is for (shown in lists).")
+    expires_in: float | None = Field(
+        default=None, gt=0, le=5 * 366 * 86400.0, description="Seconds until the key stops working; default: never."
+    )
+
+
+class KeyOut(BaseModel):
+    """A tenant's API key as lists show it: never the key itself."""
+
+    id: str = Field(description="Names the key (its form is wtk_<id>_...): what to revoke.")
+    tenant: str
+    name: str | None
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+    active: bool = Field(description="Neither revoked nor expired.")
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="The key itself: shown this once, never again (the store keeps its SHA-256).")
+
+
+class KeyList(BaseModel):
+    data: list[KeyOut] = Field(description="Every key of the tenant, revoked ones too, oldest first.")
 
 
 class Rotated(BaseModel):

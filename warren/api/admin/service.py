@@ -56,6 +56,7 @@ __all__ = [
     "Page",
     "TestResult",
     "delivered",
+    "not_found",
     "open_service",
 ]
 
@@ -74,7 +75,7 @@ class Page:
     next_cursor: str | None
 
 
-def _not_found(name: str) -> ApiError:
+def not_found(name: str) -> ApiError:
     return ApiError(404, NOT_FOUND, f"no endpoint {name!r}")
 
 
@@ -143,7 +144,7 @@ class EndpointService:
                     name, getattr(endpoint, "tenant", None), endpoint.url, endpoint.events,
                     endpoint_options(endpoint), FILE, 0.0, 0.0, 0,
                 )  # fmt: skip
-        raise _not_found(name)
+        raise not_found(name)
 
     async def states(self, names: Sequence[str]) -> dict[str, str]:
         """Each endpoint's state as the fleet knows it (RabbitMQ's state stream)."""
@@ -270,7 +271,7 @@ class EndpointService:
                 self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
             )
             if updated is None:
-                raise _not_found(name)
+                raise not_found(name)
             return updated
 
     async def delete(self, name: str, *, force: bool = False) -> Removal:
@@ -318,7 +319,7 @@ class EndpointService:
             await self._apply(endpoint)
             rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep, now=now))
             if rotated is None:
-                raise _not_found(name)
+                raise not_found(name)
             return rotated, text
 
     async def reveal(self, name: str) -> list[RevealedSecret]:

@@ -25,7 +25,7 @@ from warren.api.ingest.accept import (
     publish_batch,
     publish_one,
 )
-from warren.api.ingest.auth import check_authorization, encode_tokens
+from warren.api.ingest.auth import encode_tokens
 from warren.api.ingest.batch_count import events_over
 from warren.api.ingest.body import check_content_type, invalid, parse_body, too_large
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
@@ -34,6 +34,7 @@ from warren.api.ingest.idempotency import open_idempotency_store
 from warren.api.ingest.idempotent import Idempotency
 from warren.api.ingest.link import BrokerLink
 from warren.api.ingest.openapi import openapi_document
+from warren.api.ingest.producers import CALLER_TENANT, PRODUCERS, Producers, confine, scoped_key
 from warren.api.ingest.schemas import BatchIn, EventIn
 from warren.core.errors import BrokerUnavailable
 from warren.topology.config import WarrenConfig
@@ -44,7 +45,6 @@ log = logging.getLogger("warren.api")
 
 LINK = web.AppKey("link", BrokerLink)
 _LIMITS = web.AppKey("limits", Limits)
-_TOKENS = web.AppKey("tokens", tuple[bytes, ...])
 _MAX_BODY = web.AppKey("max_body", int)
 _BODY_TIMEOUT = web.AppKey("body_timeout", float)
 _IDEMPOTENCY = web.AppKey("idempotency", Idempotency)
@@ -78,19 +78,21 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 @web.middleware
 async def _auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Producer tokens guard ``/v1/``; probes and the OpenAPI document stay open. The exempt paths' routes (the
-    admin API's ``/v1/endpoints``) check their own tokens."""
-    if request.path.startswith("/v1/") and not request.app[_EXEMPT](request.path):
-        tokens: tuple[bytes, ...] = request.app[_TOKENS]
-        check_authorization(request.headers.get("Authorization"), tokens)
-    return await handler(request)
+    """Producer tokens (or tenants' keys) guard ``/v1/``; probes and the OpenAPI document stay open. The exempt
+    paths' routes (the admin API's ``/v1/endpoints``) check their own tokens."""
+    if not request.path.startswith("/v1/") or request.app[_EXEMPT](request.path):
+        return await handler(request)
+    caller = CALLER_TENANT.set(await request.app[PRODUCERS].check(request))
+    try:
+        return await handler(request)
+    finally:
+        CALLER_TENANT.reset(caller)
 
 
 async def _expect(request: web.Request) -> web.StreamResponse | None:
     """``Expect: 100-continue``: refuse a wrong token, content type or a declared size before the body is sent."""
     try:
-        tokens: tuple[bytes, ...] = request.app[_TOKENS]
-        check_authorization(request.headers.get("Authorization"), tokens)
+        await request.app[PRODUCERS].check(request)
         check_content_type(request)
         limit = request.app[_MAX_BODY]
         if request.content_length is not None and request.content_length > limit:
@@ -108,7 +110,7 @@ async def _once(
     idempotency = request.app.get(_IDEMPOTENCY)
     if idempotency is None or key is None:
         return await produce()
-    return await idempotency.once(request, key, raw, produce)
+    return await idempotency.once(request, scoped_key(key, CALLER_TENANT.get()), raw, produce)
 
 
 async def _publish_event(request: web.Request) -> web.Response:
@@ -119,6 +121,7 @@ async def _publish_event(request: web.Request) -> web.Response:
     )
     key = request.headers.get(IDEMPOTENCY_HEADER)
     check_idempotency_key(key)
+    [item] = confine([item], CALLER_TENANT.get(), batch=False)
 
     async def publish() -> web.Response:
         [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
@@ -145,6 +148,7 @@ async def _publish_batch(request: web.Request) -> web.Response:
     check_idempotency_key(key, max_length=batch_key_max_length(limits.max_batch))
     if len(batch.events) > limits.max_batch:
         raise too_many
+    batch = batch.model_copy(update={"events": confine(batch.events, CALLER_TENANT.get(), batch=True)})
     return await _once(request, key, raw[0], lambda: _publish_events(request, batch, key))
 
 
@@ -211,7 +215,7 @@ def create_ingest_app(
         publish_timeout=api.publish_timeout,
         retry_after=api.retry_after,
     )
-    app[_TOKENS] = encode_tokens(api.tokens)
+    app[PRODUCERS] = Producers(encode_tokens(api.tokens))
     app[_MAX_BODY] = api.max_body
     app[_BODY_TIMEOUT] = api.body_timeout
     if api.idempotency_store is not None:

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 
 from warren.api.ingest.errors import UNAUTHORIZED, ApiError
 
-__all__ = ["bearer_token", "check_authorization", "encode_tokens", "token_matches"]
+__all__ = ["bearer_token", "challenge", "check_authorization", "encode_tokens", "token_matches"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="warren"'}
 
@@ -44,17 +44,22 @@ def encode_tokens(tokens: Sequence[SecretStr]) -> tuple[bytes, ...]:
     return tuple(t.get_secret_value().encode() for t in tokens)
 
 
+def challenge(given: str | None) -> ApiError:
+    """The 401 for a request without a bearer token (``given`` None) or with one that is not accepted."""
+    if given is None:
+        return ApiError(
+            401, UNAUTHORIZED, "missing bearer token: send 'Authorization: Bearer <token>'", headers=dict(_CHALLENGE)
+        )
+    return ApiError(
+        401,
+        UNAUTHORIZED,
+        "invalid bearer token",
+        headers={"WWW-Authenticate": 'Bearer realm="warren", error="invalid_token"'},
+    )
+
+
 def check_authorization(header: str | None, tokens: Sequence[bytes]) -> None:
     """Raise a 401 ApiError unless the header carries one of the tokens."""
     given = bearer_token(header)
-    if given is None:
-        raise ApiError(
-            401, UNAUTHORIZED, "missing bearer token: send 'Authorization: Bearer <token>'", headers=dict(_CHALLENGE)
-        )
-    if not token_matches(given, tokens):
-        raise ApiError(
-            401,
-            UNAUTHORIZED,
-            "invalid bearer token",
-            headers={"WWW-Authenticate": 'Bearer realm="warren", error="invalid_token"'},
-        )
+    if given is None or not token_matches(given, tokens):
+        raise challenge(given)

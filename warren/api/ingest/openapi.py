@@ -56,6 +56,11 @@ def _errors(*, batch: bool, keys: bool) -> dict[str, Any]:
     return {
         "400": _json("ErrorBody", "The body is not valid JSON, or an object in it repeats a key (`malformed_json`)."),
         "401": _json("ErrorBody", "No bearer token, or a wrong one (`unauthorized`).", _CHALLENGE),
+        "403": _json(
+            "ErrorBody",
+            "Sent with a tenant's API key, an event names another tenant (`forbidden`, `fields` names each): "
+            "nothing is stored.",
+        ),
         "408": _json("ErrorBody", "The body did not arrive within `api.body_timeout` (`request_timeout`)."),
         "409": _json(
             "ErrorBody",

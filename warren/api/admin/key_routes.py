@@ -1,0 +1,71 @@
+"""The admin API's routes for tenant-scoped API keys: ``/v1/tenants/{tenant}/keys``, admin tokens only.
+
+A key is shown once, in the answer that makes it; lists show its id, name and dates. Revoking takes effect on
+the next request that uses it (every request looks its key up in the store).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from aiohttp import web
+
+from warren.api.admin.requests import access, as_json, path_part, read_body
+from warren.api.admin.schemas import TENANT_PATTERN, KeyCreated, KeyIn, KeyList, KeyOut
+from warren.api.admin.service import NOT_FOUND
+from warren.api.ingest.errors import ApiError
+from warren.core.moments import iso_utc
+from warren.store.api_keys import ApiKey, ApiKeyStore
+
+__all__ = ["KEYS", "add_key_routes"]
+
+KEYS = "/v1/tenants/{tenant}/keys"
+_TENANT = re.compile(TENANT_PATTERN)
+_KEY_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def _out(key: ApiKey) -> KeyOut:
+    return KeyOut(
+        id=key.id,
+        tenant=key.tenant,
+        name=key.name,
+        created_at=iso_utc(key.created_at) or "",
+        expires_at=iso_utc(key.expires_at),
+        revoked_at=iso_utc(key.revoked_at),
+        active=key.active(time.time()),
+    )
+
+
+async def _keys(request: web.Request) -> tuple[ApiKeyStore, str]:
+    service, caller = await access(request)
+    caller.forbid_unless_admin("managing API keys")
+    tenant = path_part(request, "tenant", _TENANT, "a tenant name")
+    return ApiKeyStore(service.store.engine), tenant
+
+
+async def _create(request: web.Request) -> web.Response:
+    keys, tenant = await _keys(request)
+    body = await read_body(request, KeyIn, optional=True)
+    expires_at = time.time() + body.expires_in if body.expires_in is not None else None
+    key, secret = await keys.create(tenant, name=body.name, expires_at=expires_at)
+    return as_json(KeyCreated(**_out(key).model_dump(), key=secret), 201)
+
+
+async def _list(request: web.Request) -> web.Response:
+    keys, tenant = await _keys(request)
+    return as_json(KeyList(data=[_out(key) for key in await keys.list(tenant)]))
+
+
+async def _revoke(request: web.Request) -> web.Response:
+    keys, tenant = await _keys(request)
+    ident = path_part(request, "key_id", _KEY_ID, "a key id (16 hex digits)")
+    if await keys.revoke(tenant, ident) is None:
+        raise ApiError(404, NOT_FOUND, f"tenant {tenant!r} has no key {ident!r}")
+    return web.Response(status=204)
+
+
+def add_key_routes(app: web.Application) -> None:
+    app.router.add_post(KEYS, _create)
+    app.router.add_get(KEYS, _list)
+    app.router.add_delete(KEYS + "/{key_id}", _revoke)
