@@ -88,6 +88,11 @@ class EndpointStore:
         await self.engine.dispose()
 
     @property
+    def sealer(self) -> Sealer:
+        """The store's keys (StoreKeyError when they are missing): they seal secrets and portal sessions."""
+        return self._sealer
+
+    @property
     def _sealer(self) -> Sealer:
         """The keys, resolved on first use: reconciling the file's endpoints (``warren setup``) needs none."""
         if self._given_sealer is None:

@@ -112,12 +112,22 @@ NAMED_ROUTES: list[tuple[str, str, Any]] = [
 ]
 
 
-async def test_every_route_hides_another_tenants_endpoint_as_missing(start_admin: Start) -> None:
-    # Given endpoints of acme and globex, and a platform endpoint (no tenant), and a key of acme
+async def credential(admin: AdminServer, kind: str, tenant: str) -> str:
+    """A tenant's key, or a portal session of the tenant: both confine a caller to it."""
+    if kind == "key":
+        return str((await new_key(admin, tenant))["key"])
+    reply = await admin.call("POST", f"/v1/tenants/{tenant}/sessions", {"ttl": 60})
+    assert reply.status == 201 and reply.body["token"].startswith("wps_"), reply.body
+    return str(reply.body["token"])
+
+
+@pytest.mark.parametrize("kind", ["key", "session"])
+async def test_every_route_hides_another_tenants_endpoint_as_missing(start_admin: Start, kind: str) -> None:
+    # Given endpoints of acme and globex, and a platform endpoint (no tenant), and a key (or a session) of acme
     admin = await start_admin()
     for name, tenant in [("acme-orders", "acme"), ("globex-orders", "globex"), ("platform", None)]:
         assert (await admin.call("POST", "/v1/endpoints", spec(name, tenant))).status == 201
-    key = (await new_key(admin, "acme"))["key"]
+    key = await credential(admin, kind, "acme")
     for method, suffix, body in NAMED_ROUTES:
         for name in ("globex-orders", "platform", "nobody"):
             # When the key asks for an endpoint that is not acme's (or none at all)
@@ -224,6 +234,25 @@ async def test_a_key_publishes_its_own_tenants_events_only(
     # And a revoked key publishes nothing
     assert (await admin.call("DELETE", f"/v1/tenants/acme/keys/{key[4:20]}")).status == 204
     assert (await admin.call("POST", "/v1/events", {"type": "order.paid", "data": {}}, token=key)).status == 401
+
+
+async def test_a_portal_session_ends_by_itself_and_cannot_mint_or_publish(start_admin: Start) -> None:
+    admin = await start_admin()
+    reply = await admin.call("POST", "/v1/tenants/acme/sessions", {"ttl": 0.5})
+    assert reply.status == 201 and reply.body["tenant"] == "acme"
+    session = reply.body["token"]
+    # A session is the tenant's on the admin API, and can neither mint sessions nor manage keys nor publish
+    assert (await admin.call("GET", "/v1/endpoints", token=session)).status == 200
+    assert (await admin.call("POST", "/v1/tenants/acme/sessions", token=session)).status == 403
+    assert (await admin.call("POST", "/v1/events", {"type": "order.paid", "data": {}}, token=session)).status == 401
+    # A session changed by one character, or sealed with another key, is refused
+    forged = session[:-2] + ("AA" if not session.endswith("AA") else "BB")
+    assert (await admin.call("GET", "/v1/endpoints", token=forged)).status == 401
+    # And at its end it stops working, with nothing to revoke
+    deadline = time.monotonic() + 10
+    while (await admin.call("GET", "/v1/endpoints", token=session)).status != 401:
+        assert time.monotonic() < deadline, "the session still works 10 s after its end"
+        await asyncio.sleep(0.1)
 
 
 def test_admin_token_is_not_a_key() -> None:

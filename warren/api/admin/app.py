@@ -19,7 +19,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from warren.api.admin.applier import EndpointApplier
 from warren.api.admin.attempt_routes import endpoint_attempts, event_attempts, recover
-from warren.api.admin.key_routes import add_key_routes
 from warren.api.admin.paths import ADMIN_PREFIX, EVENT_ATTEMPTS, admin_enabled, is_admin_path
 from warren.api.admin.requests import (
     ADMIN_TOKENS,
@@ -51,6 +50,7 @@ from warren.api.admin.schemas import (
     TestOut,
 )
 from warren.api.admin.service import delivered
+from warren.api.admin.tenant_routes import add_tenant_routes
 from warren.api.ingest.auth import encode_tokens
 from warren.api.ingest.errors import ApiError
 from warren.api.ingest.producers import PRODUCERS
@@ -232,7 +232,7 @@ def add_admin_routes(
     router.add_get(ADMIN_PREFIX + "/{name}/attempts", endpoint_attempts)
     router.add_get(EVENT_ATTEMPTS, event_attempts)
     router.add_post(ADMIN_PREFIX + "/{name}/recover", recover)
-    add_key_routes(app)
+    add_tenant_routes(app)
     app[PRODUCERS].tenant_keys = key_lookup(handle)  # tenants' keys publish their own events on ingest
 
     async def sweeping(app: web.Application) -> Any:

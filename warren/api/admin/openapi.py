@@ -32,6 +32,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.KeyIn, "validation"),
     (s.KeyCreated, "serialization"),
     (s.KeyList, "serialization"),
+    (s.SessionIn, "validation"),
+    (s.SessionOut, "serialization"),
 ]
 _SECURITY: list[dict[str, list[str]]] = [{"admin": []}]
 
@@ -324,6 +326,21 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "parameters": [_TENANT],
                     "responses": {"200": _json("KeyList", "The keys."), **_errors("401", "403", "422", "503")},
                 },
+            },
+            "/v1/tenants/{tenant}/sessions": {
+                "post": {
+                    "operationId": "createPortalSession",
+                    "summary": "Mint a short-lived credential of one tenant, for its browser (the portal)",
+                    "description": "The token works as the tenant's key on the admin API until `expires_at`; it "
+                    "is not stored and cannot be revoked before then.",
+                    "security": _SECURITY,
+                    "parameters": [_TENANT],
+                    "requestBody": _body("SessionIn", required=False),
+                    "responses": {
+                        "201": _json("SessionOut", "The session."),
+                        **_errors("400", "401", "403", "413", "415", "422", "503"),
+                    },
+                }
             },
             "/v1/tenants/{tenant}/keys/{key_id}": {
                 "delete": {

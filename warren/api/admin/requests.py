@@ -1,15 +1,17 @@
 """What every admin route does with its request: who calls (an admin token or a tenant's key), the service
 made on first use, the body and query read as models, and the JSON answer.
 
-A caller is a platform admin (``api.admin_tokens``: every tenant) or a tenant (a key of warren/store/api_keys.py:
-that tenant only). A tenant asking for another tenant's endpoint gets the same 404 as for one that does not
-exist, so a key learns nothing of the names other tenants use.
+A caller is a platform admin (``api.admin_tokens``: every tenant) or a tenant (a key of
+warren/store/api_keys.py, or a portal session of warren/store/sessions.py: that tenant only). A tenant asking
+for another tenant's endpoint gets the same 404 as for one that does not exist, so a key learns nothing of the
+names other tenants use.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -23,8 +25,10 @@ from warren.api.ingest.auth import bearer_token, challenge, token_matches
 from warren.api.ingest.body import invalid, parse_body, validation_problems
 from warren.api.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError, FieldProblem
 from warren.store.api_keys import ApiKeyStore, key_id
+from warren.store.keys import StoreKeyError
 from warren.store.records import StoredEndpoint
 from warren.store.repository import UNREACHABLE, EndpointStore
+from warren.store.sessions import SESSION_PREFIX, session_tenant
 from warren.topology.config import WarrenConfig
 
 __all__ = [
@@ -113,6 +117,13 @@ async def _tenant_of(service: EndpointService, key: str) -> str | None:
         raise ApiError(503, STORE_UNAVAILABLE, f"the endpoint store is unavailable: {exc}") from exc
 
 
+def _session_tenant(service: EndpointService, token: str) -> str | None:
+    try:
+        return session_tenant(service.store.sealer, token, time.time())
+    except StoreKeyError:  # no keys: no session could have been minted
+        return None
+
+
 def key_lookup(handle: ServiceHandle) -> Callable[[str], Awaitable[str | None]]:
     """How the ingest API finds a key's tenant (warren/api/ingest/producers.py): only something of a key's form
     opens the store; a store that cannot be reached is a 503."""
@@ -134,12 +145,13 @@ async def access(request: web.Request, name: str | None = None) -> tuple[Endpoin
         raise challenge(None)
     tokens: tuple[bytes, ...] = request.app[ADMIN_TOKENS]
     admin = token_matches(given, tokens)
-    if not admin and key_id(given) is None:
+    session = given.startswith(SESSION_PREFIX)
+    if not admin and not session and key_id(given) is None:
         raise challenge(given)
     service = await request.app[SERVICE].get()
     if admin:
         return service, Caller()
-    tenant = await _tenant_of(service, given)
+    tenant = _session_tenant(service, given) if session else await _tenant_of(service, given)
     if tenant is None:
         raise challenge(given)
     caller = Caller(tenant)

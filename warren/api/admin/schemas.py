@@ -44,6 +44,8 @@ __all__ = [
     "RotateIn",
     "Rotated",
     "SecretInfo",
+    "SessionIn",
+    "SessionOut",
     "StateIn",
     "StateOut",
     "TestIn",
@@ -182,6 +184,18 @@ class KeyCreated(KeyOut):
 
 class KeyList(BaseModel):
     data: list[KeyOut] = Field(description="Every key of the tenant, revoked ones too, oldest first.")
+
+
+class SessionIn(_In):
+    """A portal session for one tenant."""
+
+    ttl: float = Field(default=900.0, gt=0, le=86400.0, description="Seconds it works (default 15 minutes).")
+
+
+class SessionOut(BaseModel):
+    tenant: str
+    token: str = Field(description="A bearer token of the tenant (wps_...), like its key until `expires_at`.")
+    expires_at: str
 
 
 class Rotated(BaseModel):
