@@ -82,17 +82,20 @@ def test_anything_else_is_refused_naming_what_is_wrong(body: bytes, reason: str)
 
 # A batch exactly as the worker writes it today (encode_rows: every field, in FIELDS order) and as older workers
 # wrote it: the attempt writer reads both, and the bytes the new code writes are these, to the byte.
-TODAY = (
+BEFORE_ANSWERS = (
     b'{"v":1,"attempts":[{"id":"r1","event_id":"evt_1","tenant":"acme","endpoint":"billing","attempt":2,'
     b'"at":1790000000.25,"status":503,"duration_ms":12.5,"outcome":"retry","error":null,"next_delay_s":0.8,'
     b'"worker":"host:42"}]}'
 )
+TODAY = BEFORE_ANSWERS[:-3] + b',"response":null,"response_headers":null}]}'
 
 
 def test_the_bytes_written_are_todays_and_read_back() -> None:
     assert encode_batch([entry()]) == TODAY
     assert encode_rows([{name: getattr(entry(), name) for name in FIELDS}]) == TODAY
     assert list(decode_batch(TODAY)) == [entry()]
+    # A worker of the release before wrote no answer: its records read as today's without one
+    assert list(decode_batch(BEFORE_ANSWERS)) == [entry()]
 
 
 def test_a_record_with_fields_left_out_or_written_as_integers_reads_as_before() -> None:
