@@ -125,7 +125,7 @@ async def _update(request: web.Request) -> web.Response:
     body = await read_body(request, EndpointPatch)
     changes = body.model_dump(exclude_unset=True, exclude={"tenant"})  # null: back to the default
     tenant: str | bool | None = body.tenant if "tenant" in body.model_fields_set else False
-    if caller.tenant is not None and tenant is not False:
+    if caller.tenant is not None and tenant not in (False, caller.tenant):
         caller.forbid_unless_admin("moving an endpoint to another tenant")
     stored = await service.update(_name(request), changes, tenant=tenant)
     state = (await service.states([stored.name]))[stored.name]
