@@ -15,7 +15,7 @@ from sqlalchemy import delete
 
 from tests.support.postgres import postgres_or_skip
 from warren.store.engine import migrate, open_engine
-from warren.store.tables import ApiKeyRow, AttemptRow, EndpointRow, SecretRow, TenantRow
+from warren.store.tables import ApiKeyRow, AttemptRow, EndpointRow, EventTypeRow, SecretRow, TenantRow
 
 STORE_KEY = Fernet.generate_key().decode()
 
@@ -67,7 +67,7 @@ async def empty_store(url: str) -> str:
     try:
         await migrate(engine)
         async with engine.begin() as connection:
-            for table in (AttemptRow, ApiKeyRow, SecretRow, EndpointRow, TenantRow):
+            for table in (AttemptRow, ApiKeyRow, EventTypeRow, SecretRow, EndpointRow, TenantRow):
                 await connection.execute(delete(table))
     finally:
         await engine.dispose()

@@ -16,8 +16,9 @@ from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import missing
 from warren.broker.events import Event, encode_event
-from warren.core.errors import PublishError, UnroutableError
+from warren.core.errors import EventError, PublishError, UnroutableError
 from warren.topology import names
+from warren.topology.catalog import Catalog
 
 __all__ = ["DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
 
@@ -32,6 +33,19 @@ TENANT_EVENTS_UNROUTED = Counter(
     "Events published for a tenant that no endpoint subscribes to (accepted, delivered to no one).",
     ["tenant"],
 )
+
+
+def check_schema(catalog: Catalog, event: Event) -> None:
+    """EventError when the event's data breaks its type's newest schema and the catalog rejects; a warning when
+    it warns instead."""
+    violation = catalog.violation(event.type, event.data)
+    if violation is None:
+        return
+    where = f"event {event.id} of type {event.type!r} (schema version {violation.version})"
+    text = f"{where}: {violation.path}: {violation.message}"
+    if catalog.on_invalid == "reject":
+        raise EventError(text)
+    log.warning("%s; published anyway (catalog.on_invalid = warn)", text, extra={"event_id": event.id})
 
 
 @dataclass
@@ -51,9 +65,12 @@ class Publisher:
         exchange: str,
         max_payload: int | None,
         tenants: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
-        """``tenants`` names the tenants exchange; None when the broker has none (a topology set up before tenants)."""
+        """``tenants`` names the tenants exchange; None when the broker has none (a topology set up before tenants).
+        ``catalog``: events are checked against their type's schema first (``config.event_catalog()``)."""
         self._channel = channel
+        self._catalog = catalog
         self._exchange = exchange
         self._tenants = tenants
         self._max_payload = max_payload
@@ -62,7 +79,14 @@ class Publisher:
         self._in_flight: dict[str, asyncio.Future[None]] = {}
 
     @classmethod
-    async def open(cls, connection: AbstractConnection, prefix: str, *, max_payload: int | None = None) -> Publisher:
+    async def open(
+        cls,
+        connection: AbstractConnection,
+        prefix: str,
+        *,
+        max_payload: int | None = None,
+        catalog: Catalog | None = None,
+    ) -> Publisher:
         channel = await ConfirmChannel(connection).open()
         tenants: str | None = None
         # Checked on a channel of its own: a missing exchange closes the channel that asked.
@@ -75,13 +99,16 @@ class Publisher:
         finally:
             with contextlib.suppress(Exception):
                 await probe.close()
-        return cls(channel, names.events_exchange(prefix), max_payload, tenants)
+        return cls(channel, names.events_exchange(prefix), max_payload, tenants, catalog)
 
     async def close(self) -> None:
         await self._channel.close()
 
     async def publish(self, event: Event) -> str:
-        """Publish one event; return its id once confirmed. Raises EventError, UnroutableError, PublishError."""
+        """Publish one event; return its id once confirmed. Raises EventError (its data breaks its type's schema,
+        with a catalog that rejects), UnroutableError, PublishError."""
+        if self._catalog is not None:
+            check_schema(self._catalog, event)
         message = encode_event(event, self._max_payload)
         if event.tenant is None:
             exchange = self._exchange
@@ -158,6 +185,10 @@ class Publisher:
                 error = exc
                 report.failed.append((event.id, exc))
                 stored = True  # no endpoint takes it, so it holds no place in any endpoint's order
+            except EventError as exc:  # its data breaks its type's schema (or is too large): never sent
+                error = PublishError(str(exc), event.id)
+                report.failed.append((event.id, error))
+                stored = True  # as an unroutable one: it holds no place in its key's order
             except PublishError as exc:
                 error = exc
                 report.failed.append((event.id, exc))

@@ -24,7 +24,9 @@ from warren.topology.config import WarrenConfig
 async def _publish_one(config: WarrenConfig, event: Event) -> None:
     connection = await connect(config.broker.urls, name="warren-publish")
     try:
-        publisher = await Publisher.open(connection, config.broker.prefix, max_payload=config.delivery.max_payload)
+        publisher = await Publisher.open(
+            connection, config.broker.prefix, max_payload=config.delivery.max_payload, catalog=config.event_catalog()
+        )
         await publisher.publish(event)
     finally:
         await connection.close()
@@ -40,7 +42,9 @@ async def _publish_file(config: WarrenConfig, source: str) -> int:
     confirmed = 0
     connection = await connect(config.broker.urls, name="warren-publish")
     try:
-        publisher = await Publisher.open(connection, config.broker.prefix, max_payload=config.delivery.max_payload)
+        publisher = await Publisher.open(
+            connection, config.broker.prefix, max_payload=config.delivery.max_payload, catalog=config.event_catalog()
+        )
         with Progress(
             TextColumn("publishing"),
             BarColumn(),

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["ApiKeyRow", "AttemptRow", "Base", "EndpointRow", "SecretRow", "TenantRow"]
+__all__ = ["ApiKeyRow", "AttemptRow", "Base", "EndpointRow", "EventTypeRow", "SecretRow", "TenantRow"]
 
 NAME = 63  # an endpoint or tenant name: a token of at most 63 characters (warren/topology/config_fields.py)
 
@@ -104,3 +104,16 @@ class ApiKeyRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, default=None)
     revoked_at: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class EventTypeRow(Base):
+    """One version of an event type declared through the admin API (the file's live in the file)."""
+
+    __tablename__ = "warren_event_types"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    description: Mapped[str] = mapped_column(Text)
+    schema: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    deprecated: Mapped[bool] = mapped_column(Boolean)
+    updated_at: Mapped[float] = mapped_column(Float)

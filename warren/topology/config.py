@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from warren.core.errors import WarrenError
 from warren.core.redact import redact_urls
 from warren.topology.addresses import connect_host, literal_problem, url_host_problem
+from warren.topology.catalog import Catalog, CatalogSettings, EventTypeSpec
 from warren.topology.config_fields import (
     _NAME,
     EventPattern,
@@ -177,6 +178,22 @@ class WarrenConfig(BaseSettings):
     inbox: InboxSettings = InboxSettings()
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
+    catalog: CatalogSettings = CatalogSettings()
+    event_types: tuple[EventTypeSpec, ...] = ()
+
+    @field_validator("event_types")
+    @classmethod
+    def _one_entry_per_version(cls, value: tuple[EventTypeSpec, ...]) -> tuple[EventTypeSpec, ...]:
+        seen: set[tuple[str, int]] = set()
+        for spec in value:
+            if (spec.name, spec.version) in seen:
+                raise ValueError(f"event type {spec.name!r} version {spec.version} appears twice")
+            seen.add((spec.name, spec.version))
+        return value
+
+    def event_catalog(self, stored: tuple[EventTypeSpec, ...] = ()) -> Catalog:
+        """The catalog: the file's event types, then ``stored`` ones (the admin API's) of other names/versions."""
+        return Catalog((*self.event_types, *stored), self.catalog.on_invalid)
 
     @field_validator("inbound")
     @classmethod

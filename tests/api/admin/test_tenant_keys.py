@@ -167,6 +167,8 @@ async def test_a_key_lists_and_creates_only_its_own_tenants_endpoints(start_admi
         moved = await admin.call("PATCH", "/v1/endpoints/acme-orders", {"tenant": tenant}, token=key)
         assert moved.status == 403, (tenant, moved.body)
     assert (await admin.call("GET", "/v1/endpoints/acme-orders")).body["tenant"] == "acme"
+    same = await admin.call("PATCH", "/v1/endpoints/acme-orders", {"tenant": "acme", "url": HOOK + "new"}, token=key)
+    assert same.status == 200 and same.body["url"] == HOOK + "new"  # naming its own tenant changes nothing
 
 
 async def test_a_key_reads_only_its_tenants_attempts(start_admin: Start) -> None:

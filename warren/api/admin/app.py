@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from warren.api.admin.applier import EndpointApplier
 from warren.api.admin.attempt_routes import endpoint_attempts, event_attempts, recover
+from warren.api.admin.event_type_routes import add_event_type_routes
 from warren.api.admin.paths import ADMIN_PREFIX, EVENT_ATTEMPTS, admin_enabled, is_admin_path
 from warren.api.admin.requests import (
     ADMIN_TOKENS,
@@ -31,6 +32,7 @@ from warren.api.admin.requests import (
     key_lookup,
     read_body,
     read_query,
+    stored_event_types,
 )
 from warren.api.admin.schemas import (
     EndpointCreated,
@@ -52,6 +54,7 @@ from warren.api.admin.schemas import (
 from warren.api.admin.service import delivered
 from warren.api.admin.tenant_routes import add_tenant_routes
 from warren.api.ingest.auth import encode_tokens
+from warren.api.ingest.catalog_source import CATALOG
 from warren.api.ingest.errors import ApiError
 from warren.api.ingest.producers import PRODUCERS
 from warren.core.errors import WarrenError
@@ -122,7 +125,7 @@ async def _update(request: web.Request) -> web.Response:
     body = await read_body(request, EndpointPatch)
     changes = body.model_dump(exclude_unset=True, exclude={"tenant"})  # null: back to the default
     tenant: str | bool | None = body.tenant if "tenant" in body.model_fields_set else False
-    if caller.tenant is not None and tenant is not False:
+    if caller.tenant is not None and tenant not in (False, caller.tenant):
         caller.forbid_unless_admin("moving an endpoint to another tenant")
     stored = await service.update(_name(request), changes, tenant=tenant)
     state = (await service.states([stored.name]))[stored.name]
@@ -233,6 +236,8 @@ def add_admin_routes(
     router.add_get(EVENT_ATTEMPTS, event_attempts)
     router.add_post(ADMIN_PREFIX + "/{name}/recover", recover)
     add_tenant_routes(app)
+    add_event_type_routes(app)
+    app[CATALOG].load = stored_event_types(handle)  # the ingest checks the API's event types too
     app[PRODUCERS].tenant_keys = key_lookup(handle)  # tenants' keys publish their own events on ingest
 
     async def sweeping(app: web.Application) -> Any:

@@ -25,10 +25,12 @@ from warren.api.ingest.auth import bearer_token, challenge, token_matches
 from warren.api.ingest.body import invalid, parse_body, validation_problems
 from warren.api.ingest.errors import INVALID, STORE_UNAVAILABLE, ApiError, FieldProblem
 from warren.store.api_keys import ApiKeyStore, key_id
+from warren.store.event_types import EventTypeStore
 from warren.store.keys import StoreKeyError
 from warren.store.records import StoredEndpoint
 from warren.store.repository import UNREACHABLE, EndpointStore
 from warren.store.sessions import SESSION_PREFIX, session_tenant
+from warren.topology.catalog import EventTypeSpec
 from warren.topology.config import WarrenConfig
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "path_part",
     "read_body",
     "read_query",
+    "stored_event_types",
 ]
 
 INVALID_REQUEST = "invalid_request"
@@ -122,6 +125,15 @@ def _session_tenant(service: EndpointService, token: str) -> str | None:
         return session_tenant(service.store.sealer, token, time.time())
     except StoreKeyError:  # no keys: no session could have been minted
         return None
+
+
+def stored_event_types(handle: ServiceHandle) -> Callable[[], Awaitable[tuple[EventTypeSpec, ...]]]:
+    """How the ingest API reads the event types declared through the admin API (warren/api/ingest/catalog_source.py)."""
+
+    async def load() -> tuple[EventTypeSpec, ...]:
+        return await EventTypeStore((await handle.get()).store.engine).all()
+
+    return load
 
 
 def key_lookup(handle: ServiceHandle) -> Callable[[str], Awaitable[str | None]]:

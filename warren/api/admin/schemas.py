@@ -33,6 +33,9 @@ __all__ = [
     "EndpointPage",
     "EndpointPatch",
     "EventAttempts",
+    "EventTypeIn",
+    "EventTypeList",
+    "EventTypeOut",
     "KeyCreated",
     "KeyIn",
     "KeyList",
@@ -196,6 +199,30 @@ class SessionOut(BaseModel):
     tenant: str
     token: str = Field(description="A bearer token of the tenant (wps_...), like its key until `expires_at`.")
     expires_at: str
+
+
+class EventTypeIn(_In):
+    """One version of an event type (``PUT /v1/event-types/{name}``)."""
+
+    version: int = Field(default=1, ge=1, le=1000, description="Events are checked against the newest version.")
+    description: str = Field(default="", max_length=2000)
+    json_schema: dict[str, JsonValue] | None = Field(
+        default=None, description="A JSON Schema (2020-12) of the events' `data`."
+    )
+    deprecated: bool = Field(default=False, description="Still accepted; marked for customers to move off.")
+
+
+class EventTypeOut(BaseModel):
+    name: str
+    version: int
+    description: str
+    json_schema: dict[str, JsonValue] | None
+    deprecated: bool
+    managed_by: Literal["file", "api"]
+
+
+class EventTypeList(BaseModel):
+    data: list[EventTypeOut] = Field(description="Every version of every type, by name then version.")
 
 
 class Rotated(BaseModel):

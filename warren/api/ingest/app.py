@@ -1,7 +1,8 @@
 """The ingest API as an aiohttp application: routes, the auth and error middlewares, and thin handlers.
 
 Order of checks on ``POST /v1/...``: token (401), content type (415), size (413, from Content-Length before
-reading), JSON (400), schema and limits (422), event types (422), webhook body size (413), then publish:
+reading), JSON (400), schema and limits (422), a tenant key's tenant (403), the event-type catalog's schemas
+(422), event types (422), webhook body size (413), then publish:
 202/207 once RabbitMQ confirmed, 409 unroutable, 503 with Retry-After when it did not.
 """
 
@@ -28,6 +29,7 @@ from warren.api.ingest.accept import (
 from warren.api.ingest.auth import encode_tokens
 from warren.api.ingest.batch_count import events_over
 from warren.api.ingest.body import check_content_type, invalid, parse_body, too_large
+from warren.api.ingest.catalog_source import CATALOG, CatalogSource
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, INTERNAL, UNROUTABLE, ApiError, FieldProblem
 from warren.api.ingest.eventtypes import TypeFilter
 from warren.api.ingest.idempotency import open_idempotency_store
@@ -124,6 +126,7 @@ async def _publish_event(request: web.Request) -> web.Response:
     [item] = confine([item], CALLER_TENANT.get(), batch=False)
 
     async def publish() -> web.Response:
+        await request.app[CATALOG].check([item], batch=False)
         [event] = build_events([item], event_ids([item], key, batch=False), limits, batch=False)
         event_id = await publish_one(request.app[LINK], event, limits)
         return _json({"id": event_id}, 202)
@@ -154,6 +157,7 @@ async def _publish_batch(request: web.Request) -> web.Response:
 
 async def _publish_events(request: web.Request, batch: BatchIn, key: str | None) -> web.Response:
     limits = request.app[_LIMITS]
+    await request.app[CATALOG].check(batch.events, batch=True)
     events = build_events(batch.events, event_ids(batch.events, key, batch=True), limits, batch=True)
     try:
         outcome = await publish_batch(request.app[LINK], events, limits)
@@ -216,6 +220,7 @@ def create_ingest_app(
         retry_after=api.retry_after,
     )
     app[PRODUCERS] = Producers(encode_tokens(api.tokens))
+    app[CATALOG] = CatalogSource(config)
     app[_MAX_BODY] = api.max_body
     app[_BODY_TIMEOUT] = api.body_timeout
     if api.idempotency_store is not None:
