@@ -51,7 +51,7 @@ class PostgresStore:
         try:
             async with engine.begin() as connection:
                 await migrate_dedup(connection, self.schema)
-        except SQLAlchemyError as exc:
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, SQLAlchemyError) as exc:
             raise StoreError(f"cannot create the inbox tables in schema {self.schema!r}: {exc}") from exc
         finally:
             await engine.dispose()
