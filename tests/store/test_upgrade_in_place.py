@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.support.postgres import fresh_schema_name, postgres_or_skip
+from tests.support.postgres import in_search_path, postgres_or_skip, schema_of_its_own
 from warren.receiving import IdempotentConsumer, Outcome
 from warren.receiving.stores.postgres import PostgresStore
 from warren.receiving.stores.sqlite import SqliteStore
@@ -144,19 +144,13 @@ async def test_a_sqlite_database_of_the_release_before_upgrades_in_place(tmp_pat
 @pytest.fixture
 async def schema() -> AsyncIterator[tuple[str, str]]:
     dsn = await postgres_or_skip()
-    name = fresh_schema_name()
-    admin = await asyncpg.connect(dsn, timeout=5)
-    await admin.execute(f'CREATE SCHEMA "{name}"')
-    try:
+    async with schema_of_its_own(dsn) as name:
         yield dsn, name
-    finally:
-        await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-        await admin.close()
 
 
 async def test_a_postgres_database_of_the_release_before_upgrades_in_place(schema: tuple[str, str]) -> None:
     dsn, name = schema
-    keys_url = dsn + ("&" if "?" in dsn else "?") + f"search_path={name}"
+    keys_url = in_search_path(dsn, name)
     seen, sequences = f'"{name}".warren_inbox_seen', f'"{name}".warren_inbox_sequences'
     # Given the earlier release's tables and rows (the keys through the search_path, the inbox in its schema)
     old = await asyncpg.connect(keys_url, timeout=5)

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any, Literal
 
-from sqlalchemy import BigInteger, Column, Float, MetaData, Table, Text, delete, select, text, tuple_, update
+from sqlalchemy import BigInteger, Column, Float, Index, MetaData, Table, Text, delete, select, text, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
@@ -53,6 +53,7 @@ def dedup_tables(schema: str | None = None) -> tuple[Table, Table]:
         Column("outcome", Text, nullable=False),
         Column("seen_at", Float, nullable=False),
         Column("expires_at", Float, nullable=False),
+        Index(f"{SEEN_TABLE}_expiry", "expires_at"),
     )
     sequences = Table(
         SEQUENCES_TABLE,

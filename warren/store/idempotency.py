@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sqlalchemy import Column, Float, Integer, LargeBinary, MetaData, Table, Text, delete, select, update
+from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, Table, Text, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -33,6 +33,7 @@ idempotency_keys = Table(
     Column("body", LargeBinary),
     Column("claimed_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    Index(f"{TABLE}_expiry", "expires_at"),
 )
 _ROW = (
     idempotency_keys.c.fingerprint,
