@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from warren.receiving.errors import StoreError
 from warren.store.dedup import SqlDedupStore, SqlTransaction
 from warren.store.engine import open_engine
 
 __all__ = ["SqliteStore", "SqliteTransaction", "sqlite_path"]
+
+T = TypeVar("T")
 
 SqliteTransaction = SqlTransaction  # the name an earlier release gave the SQLite store's transaction
 
@@ -74,42 +77,45 @@ class SqliteStore:
             raise StoreError("the store is not open (call open() first)")
         return self._sql
 
+    async def _begun(self) -> AsyncConnection:
+        connection = await self._store().engine.connect()
+        try:
+            await connection.begin()  # BEGIN IMMEDIATE (store/engine.py, serialised)
+        except BaseException:
+            await connection.close()
+            raise
+        return connection
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTransaction]:
-        engine = self._store().engine
+        self._store()
         async with self._lock:
             try:
-                connection = await engine.connect()
+                connection = await self._begun()
             except (sqlite3.Error, SQLAlchemyError) as exc:
                 raise StoreError(f"SQLite store {self.path}: cannot begin a transaction: {exc}") from exc
             try:
-                try:
-                    await connection.begin()  # BEGIN IMMEDIATE (store/engine.py, serialised)
-                except (sqlite3.Error, SQLAlchemyError) as exc:
-                    raise StoreError(f"SQLite store {self.path}: cannot begin a transaction: {exc}") from exc
-                try:
-                    yield SqlTransaction(connection)
-                except BaseException:
-                    await connection.rollback()
-                    raise
+                yield SqlTransaction(connection)
+            except BaseException:
+                await connection.rollback()
+                raise
+            else:
                 await connection.commit()
             finally:
                 await connection.close()
 
-    async def _read(self, how: Any) -> Any:
-        async with self._lock:  # a read never waits on this process's own writer for the file's lock
+    async def _locked(self, how: Awaitable[T]) -> T:
+        async with self._lock:  # never beside this process's own transaction (on ":memory:", one connection)
             return await how
 
     async def seen(self, scope: str, event_id: str, now: float) -> bool:
-        return bool(await self._read(self._store().seen(scope, event_id, now)))
+        return await self._locked(self._store().seen(scope, event_id, now))
 
     async def outcome(self, scope: str, event_id: str) -> str | None:
-        value = await self._read(self._store().outcome(scope, event_id))
-        return None if value is None else str(value)
+        return await self._locked(self._store().outcome(scope, event_id))
 
     async def last_seq(self, scope: str, key: str) -> int | None:
-        value = await self._read(self._store().last_seq(scope, key))
-        return None if value is None else int(value)
+        return await self._locked(self._store().last_seq(scope, key))
 
     async def purge_expired(self, now: float, limit: int) -> int:
-        return int(await self._read(self._store().purge_expired(now, limit)))
+        return await self._locked(self._store().purge_expired(now, limit))
