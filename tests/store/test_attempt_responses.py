@@ -82,7 +82,7 @@ async def test_a_log_kept_by_the_release_before_upgrades_in_place(unmigrated_url
     # Given a store at revision 0002 (the release before kept no answers) holding an attempt
     engine = open_engine(unmigrated_url)
     try:
-        assert await migrate(engine, "0002") == (None, "0002")
+        assert await migrate(engine, revision="0002") == (None, "0002")
         async with engine.begin() as connection:
             await connection.execute(
                 text(

@@ -10,6 +10,10 @@ The effect receives the transaction and writes through it, so its writes and the
 together or not at all: a crash before the commit leaves neither, and the redelivery applies the effect
 then. An effect outside the database (an e-mail, an API call) cannot be covered by the transaction; make
 it idempotent on its own (pass the event id along) or record an intent row and send it afterwards.
+
+An application that keeps its own data with SQLAlchemy passes its ``AsyncConnection`` or ``AsyncSession`` as
+``within``: the bookkeeping then runs in the application's transaction, which the application commits (or rolls
+back) with its own writes.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from enum import StrEnum
 
-from warren.receiving.stores.base import Store, Transaction
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from warren.receiving.stores.base import Store, StoreTransaction, Transaction
+from warren.store.dedup import joined
 
 __all__ = ["DEFAULT_RETENTION", "Effect", "IdempotentConsumer", "Outcome"]
 
@@ -51,15 +59,26 @@ class IdempotentConsumer:
         self._clock = clock
 
     async def process(
-        self, event_id: str, effect: Effect, *, key: str | None = None, sequence: int | None = None
+        self,
+        event_id: str,
+        effect: Effect,
+        *,
+        key: str | None = None,
+        sequence: int | None = None,
+        within: AsyncConnection | AsyncSession | None = None,
     ) -> Outcome:
         """Apply ``effect`` for ``event_id`` unless it is a duplicate or stale; return which it was.
 
         An exception from the effect rolls everything back and propagates: the event stays unseen, so a
-        redelivery runs the effect again.
+        redelivery runs the effect again. With ``within`` (the caller's SQLAlchemy connection or session, in a
+        transaction on the store's database) nothing is committed or rolled back here: the caller's transaction
+        decides, and an exception propagates for the caller to roll back.
         """
         now = self._clock()
-        async with self.store.transaction() as tx:
+        opened: AbstractAsyncContextManager[StoreTransaction] = (
+            self.store.transaction() if within is None else joined(within, getattr(self.store, "schema", None))
+        )
+        async with opened as tx:
             # Claim first: a concurrent delivery of the same id waits here until this transaction ends.
             if not await tx.mark_seen(self.scope, event_id, now, now + self.retention):
                 return Outcome.DUPLICATE

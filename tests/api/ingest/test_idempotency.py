@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import aio_pika
-import asyncpg
 import orjson
 import pytest
 
 from tests.api.ingest.conftest import ApiServer, work_queue
-from tests.support.postgres import fresh_schema_name, postgres_or_skip
+from tests.support.postgres import empty_database_url
 from warren.api.ingest.idempotent import REPLAYED_HEADER
 from warren.topology.config import WarrenConfig
 
@@ -26,18 +25,8 @@ Start = Callable[..., Awaitable[ApiServer]]
 @pytest.fixture(params=["sqlite", "postgresql"])
 async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A fresh store of each kind: a SQLite file, or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'keys.sqlite3'}"
-        return
-    dsn = await postgres_or_skip()
-    admin = await asyncpg.connect(dsn, timeout=5)
-    schema = fresh_schema_name()
-    await admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield dsn + ("&" if "?" in dsn else "?") + f"search_path={schema}"  # asyncpg: a server setting
-    finally:
-        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        await admin.close()
+    async with empty_database_url(request.param, tmp_path, "keys.sqlite3") as url:
+        yield url
 
 
 async def _published(config: WarrenConfig) -> list[dict[str, Any]]:

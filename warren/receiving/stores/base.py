@@ -1,12 +1,9 @@
 """What an idempotency store offers: transactions that carry both the bookkeeping and the user's effect.
 
-Two tables, whatever the database:
-
-- ``warren_inbox_seen (scope, event_id) -> outcome, seen_at, expires_at``: ids already handled, kept until
-  ``expires_at``; an index on ``expires_at`` lets the purge find old rows without scanning the table.
-- ``warren_inbox_sequences (scope, key) -> last_seq``: the highest sequence applied per ordering key.
-
-``scope`` is the inbound source's name, so two providers with overlapping ids never collide.
+Two tables, whatever the database (``warren/store/dedup.py`` describes them; the ``receiving`` line of Alembic
+migrations makes them): ``warren_inbox_seen`` (ids already handled) and ``warren_inbox_sequences`` (the highest
+sequence applied per ordering key). ``scope`` is the inbound source's name, so two providers with overlapping
+ids never collide.
 """
 
 from __future__ import annotations
@@ -14,18 +11,18 @@ from __future__ import annotations
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol
 
-__all__ = ["SEEN_TABLE", "SEQUENCES_TABLE", "Store", "StoreTransaction", "Transaction"]
+from warren.store.dedup import SEEN_TABLE, SEQUENCES_TABLE
 
-SEEN_TABLE = "warren_inbox_seen"
-SEQUENCES_TABLE = "warren_inbox_sequences"
+__all__ = ["SEEN_TABLE", "SEQUENCES_TABLE", "Store", "StoreTransaction", "Transaction"]
 
 
 class Transaction(Protocol):
     """The open transaction a handler's effect runs in: what it writes commits with the event's record.
 
     ``execute`` and ``fetch`` take ``$1, $2, ...`` placeholders on every store; ``connection`` is the
-    driver's own connection (``aiosqlite.Connection`` or ``asyncpg.Connection``) for anything else. Never
-    commit or roll back through it: the consumer does that.
+    connection for anything else: SQLAlchemy's ``AsyncConnection`` (the SQLite store, or a transaction joined
+    to the user's own with ``IdempotentConsumer.process(..., within=...)``) or ``asyncpg.Connection`` (the
+    PostgreSQL store). Never commit or roll back through it: the consumer does that.
     """
 
     @property

@@ -1,1 +1,2 @@
-"""Alembic's environment and migration scripts for the endpoint store (run by ``store/engine.py``)."""
+"""Alembic's environment and the three lines of migration scripts (``store/engine.py`` runs them): ``versions``
+(the endpoint store), ``idempotency`` (the ingest API's keys) and ``receiving`` (the receiving toolkit's tables)."""

@@ -1,5 +1,6 @@
-"""Alembic environment: migrations run on the connection ``store/engine.py`` hands over (async engine, sync
-callback), so no alembic.ini and no second connection string exist."""
+"""Alembic environment, shared by the three lines of migrations (``store/engine.py``): migrations run on the
+connection ``store/engine.py`` hands over (async engine, sync callback), so no alembic.ini and no second
+connection string exist."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from warren.store.tables import Base
 
 
 def run_migrations() -> None:
+    attributes = context.config.attributes
     context.configure(
-        connection=context.config.attributes["connection"],
+        connection=attributes["connection"],
         target_metadata=Base.metadata,
         render_as_batch=True,  # SQLite alters a table by copying it
-        version_table="warren_store_version",  # not alembic_version: the database may hold the platform's own
+        # Not alembic_version: the database may hold the platform's own. One table per line (store/engine.py).
+        version_table=attributes.get("version_table", "warren_store_version"),
+        version_table_schema=attributes.get("schema"),
     )
     with context.begin_transaction():
         context.run_migrations()

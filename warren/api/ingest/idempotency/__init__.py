@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from warren.api.ingest.idempotency.base import Claim, Decision, IdempotencyStore, decide, fingerprint
 from warren.core.errors import WarrenError
+from warren.store.idempotency import SqlIdempotencyStore
+from warren.store.idempotency_keys import Claim, Decision, IdempotencyStore, decide, fingerprint
 
 __all__ = ["Claim", "Decision", "IdempotencyStore", "decide", "fingerprint", "open_idempotency_store"]
 
@@ -13,17 +14,6 @@ __all__ = ["Claim", "Decision", "IdempotencyStore", "decide", "fingerprint", "op
 def open_idempotency_store(url: str) -> IdempotencyStore:
     """The store a URL names (not yet opened): ``sqlite:///PATH`` or ``postgresql://...``."""
     scheme = urlsplit(url).scheme
-    if scheme == "sqlite":
-        from warren.api.ingest.idempotency.sqlite import SqliteIdempotencyStore
-
-        path = url.removeprefix("sqlite:///")
-        return SqliteIdempotencyStore(path)
-    if scheme in ("postgresql", "postgres"):
-        try:
-            from warren.api.ingest.idempotency.postgres import PostgresIdempotencyStore
-        except ImportError as exc:
-            raise WarrenError(
-                "a postgresql:// idempotency store needs asyncpg: pip install 'warren-webhooks[postgres]'"
-            ) from exc
-        return PostgresIdempotencyStore(url)
-    raise WarrenError(f"unknown idempotency store scheme {scheme!r}: use sqlite:///PATH or postgresql://...")
+    if scheme not in ("sqlite", "postgresql", "postgres"):
+        raise WarrenError(f"unknown idempotency store scheme {scheme!r}: use sqlite:///PATH or postgresql://...")
+    return SqlIdempotencyStore(url)

@@ -1,0 +1,1 @@
+"""The ingest API's Idempotency-Keys: its line of migrations (``store/engine.py``, ``INGEST_KEYS``)."""
