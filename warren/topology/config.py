@@ -37,6 +37,7 @@ from warren.topology.settings import (
     BrokerSettings,
     CircuitSettings,
     DeliverySettings,
+    PortalSettings,
     RetryOverride,
     RetryPolicy,
     StoreSettings,
@@ -53,6 +54,7 @@ __all__ = [
     "Endpoint",
     "InboundSource",
     "InboxSettings",
+    "PortalSettings",
     "ReceiverSettings",
     "RetryOverride",
     "RetryPolicy",
@@ -178,6 +180,7 @@ class WarrenConfig(BaseSettings):
     inbox: InboxSettings = InboxSettings()
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
+    portal: PortalSettings = PortalSettings()
     catalog: CatalogSettings = CatalogSettings()
     event_types: tuple[EventTypeSpec, ...] = ()
 

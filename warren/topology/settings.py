@@ -210,6 +210,33 @@ class _ServerLimits(_Frozen):
     max_connections: int = Field(default=512, ge=1, description="open connections; more are answered 503")
 
 
+class PortalSettings(_Frozen):
+    """``[portal]``: the tenants' endpoint portal ``warren api`` serves at ``/portal`` with the admin API."""
+
+    enabled: bool = Field(default=True, description="serve /portal (with the admin API: store.url, admin tokens)")
+    title: str = Field(default="Webhooks", min_length=1, max_length=100, description="the page's heading")
+    logo_url: str | None = Field(default=None, max_length=2000, description="an https:// (or /) image shown beside it")
+    accent_color: str = Field(default="#1d4ed8", pattern=r"^#[0-9a-fA-F]{6}$", description="buttons and links")
+    frame_ancestors: tuple[str, ...] = Field(
+        default=(), description="origins that may show it in an iframe (CSP frame-ancestors); none: only its own"
+    )
+
+    @field_validator("logo_url")
+    @classmethod
+    def _image_url(cls, value: str | None) -> str | None:
+        if value is not None and not (value.startswith("https://") or value.startswith("/")):
+            raise ValueError("logo_url is an https:// URL or a path on the API's own origin")
+        return value
+
+    @field_validator("frame_ancestors")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if not re.fullmatch(r"https://[A-Za-z0-9.*-]+(:[0-9]{1,5})?", origin):
+                raise ValueError(f"{origin!r}: an origin such as https://app.example.com (https, no path)")
+        return value
+
+
 class ApiSettings(_ServerLimits):
     """The HTTP ingest API (``warren api``): where it listens, who may call it, what it accepts."""
 

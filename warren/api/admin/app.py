@@ -57,6 +57,7 @@ from warren.api.ingest.auth import encode_tokens
 from warren.api.ingest.catalog_source import CATALOG
 from warren.api.ingest.errors import ApiError
 from warren.api.ingest.producers import PRODUCERS
+from warren.api.portal.routes import add_portal_routes
 from warren.core.errors import WarrenError
 from warren.core.moments import iso_utc
 from warren.store.records import StoredEndpoint
@@ -238,6 +239,8 @@ def add_admin_routes(
     add_tenant_routes(app)
     add_event_type_routes(app)
     app[CATALOG].load = stored_event_types(handle)  # the ingest checks the API's event types too
+    if config.portal.enabled:
+        add_portal_routes(app, config.portal)
     app[PRODUCERS].tenant_keys = key_lookup(handle)  # tenants' keys publish their own events on ingest
 
     async def sweeping(app: web.Application) -> Any:

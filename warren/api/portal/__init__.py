@@ -1,0 +1,1 @@
+"""The tenants' endpoint portal: a page ``warren api`` serves at ``/portal`` for one tenant's browser."""
