@@ -109,6 +109,7 @@ NAMED_ROUTES: list[tuple[str, str, Any]] = [
     ("POST", "/enable", None),
     ("POST", "/test", None),
     ("POST", "/recover?since=1h", None),
+    ("POST", "/replay", {"event_ids": ["evt_1"]}),
 ]
 
 

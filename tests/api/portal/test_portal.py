@@ -82,11 +82,25 @@ async def test_a_tenant_manages_its_endpoint_in_the_portal(
         row = page.locator("#attempts tbody tr").first
         assert "dead" in (await row.text_content() or "") and "400" in (await row.text_content() or "")
         await shot(page, "endpoint")
-        # When the receiver is fixed and the tenant recovers the last hour, then the event arrives
+        # When the receiver is fixed and the tenant sends that event again, then it arrives
+        receiver.behaviour = lambda r, request, body: Reply(200)
+        await page.get_by_role("button", name=f"Send {published.body['id']} again").click()
+        await page.get_by_text(f"Event {published.body['id']} sent again.").wait_for()
+        await receiver.wait_for(lambda r: published.body["id"] in r.ok_ids(), 20)
+        # And what failed for good since a moment: a second event refused, recovered with the last hour's
+        later = "evt_portal_later"
+        receiver.behaviour = lambda r, request, body: Reply(503 if request.headers["webhook-id"] == later else 200)
+        second = await api.request("POST", "/v1/events", {**event, "id": later}, token=TOKEN)
+        assert second.status == 202, second.body
+        deadline = time.monotonic() + 30
+        while not await page.get_by_role("button", name=f"Send {later} again").count():
+            assert time.monotonic() < deadline, "the second attempt never showed as failed for good"
+            await page.reload()
+            await page.get_by_role("heading", name="acme-orders").wait_for()
         receiver.behaviour = lambda r, request, body: Reply(200)
         await page.get_by_role("button", name="Recover").click()
         await page.get_by_text("1 event(s) sent again.").wait_for()
-        await receiver.wait_for(lambda r: published.body["id"] in r.ok_ids(), 20)
+        await receiver.wait_for(lambda r: later in r.ok_ids(), 20)
         # And a rotation shows the new secret, once
         await page.get_by_role("button", name="Rotate the secret").click()
         rotated = await page.locator("#rotated .secret").text_content()

@@ -18,7 +18,7 @@ from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from warren.api.admin.applier import EndpointApplier
-from warren.api.admin.attempt_routes import endpoint_attempts, event_attempts, recover
+from warren.api.admin.attempt_routes import endpoint_attempts, event_attempts, recover, replay
 from warren.api.admin.event_type_routes import add_event_type_routes
 from warren.api.admin.paths import ADMIN_PREFIX, EVENT_ATTEMPTS, admin_enabled, is_admin_path
 from warren.api.admin.requests import (
@@ -236,6 +236,7 @@ def add_admin_routes(
     router.add_get(ADMIN_PREFIX + "/{name}/attempts", endpoint_attempts)
     router.add_get(EVENT_ATTEMPTS, event_attempts)
     router.add_post(ADMIN_PREFIX + "/{name}/recover", recover)
+    router.add_post(ADMIN_PREFIX + "/{name}/replay", replay)
     add_tenant_routes(app)
     add_event_type_routes(app)
     app[CATALOG].load = stored_event_types(handle)  # the ingest checks the API's event types too

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
-from warren.api.admin.requests import INVALID_REQUEST, access, as_json, path_part, read_query
+from warren.api.admin.requests import INVALID_REQUEST, access, as_json, path_part, read_body, read_query
 from warren.api.admin.schemas import (
     EVENT_ID_PATTERN,
     NAME_PATTERN,
@@ -23,6 +23,8 @@ from warren.api.admin.schemas import (
     AttemptQuery,
     EventAttempts,
     RecoverOut,
+    ReplayIn,
+    ReplayOut,
 )
 from warren.api.ingest.errors import ApiError, FieldProblem
 from warren.broker.dlq.selection import parse_moment
@@ -30,7 +32,7 @@ from warren.core.moments import iso_utc
 from warren.store.attempt_records import AttemptEntry
 from warren.store.attempts import AttemptLog
 
-__all__ = ["endpoint_attempts", "event_attempts", "recover"]
+__all__ = ["endpoint_attempts", "event_attempts", "recover", "replay"]
 
 _EVENT_ID = re.compile(EVENT_ID_PATTERN)
 _NAME = re.compile(NAME_PATTERN)
@@ -88,3 +90,11 @@ async def recover(request: web.Request) -> web.Response:
             scanned=report.scanned,
         )
     )
+
+
+async def replay(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    service, _ = await access(request, name)
+    body = await read_body(request, ReplayIn)
+    report = await service.replay(name, frozenset(body.event_ids))
+    return as_json(ReplayOut(name=name, replayed=report.moved, dlq_depth=report.depth, scanned=report.scanned))

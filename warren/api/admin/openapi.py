@@ -30,6 +30,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.EventAttempts, "serialization"),
     (s.AttemptPage, "serialization"),
     (s.RecoverOut, "serialization"),
+    (s.ReplayIn, "validation"),
+    (s.ReplayOut, "serialization"),
     (s.KeyIn, "validation"),
     (s.KeyCreated, "serialization"),
     (s.KeyList, "serialization"),
@@ -225,6 +227,22 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "responses": {
                         "200": _json("RecoverOut", "How many dead letters were sent back."),
                         **_errors("401", "404", "409", "422", "503"),
+                    },
+                }
+            },
+            one + "/replay": {
+                "post": {
+                    "operationId": "replayEndpointEvents",
+                    "summary": "Send back chosen dead letters of the endpoint, by event id",
+                    "description": "Each dead letter of the endpoint whose event is listed is published to the "
+                    "endpoint again with a fresh retry budget, confirmed, then removed from its DLQ; others stay. "
+                    "As `warren dlq replay --ids`.",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "requestBody": _body("ReplayIn"),
+                    "responses": {
+                        "200": _json("ReplayOut", "How many dead letters were sent back."),
+                        **_errors(*_WITH_BODY),
                     },
                 }
             },

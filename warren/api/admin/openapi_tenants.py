@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from warren.api.admin.openapi_parts import _SECURITY, _TENANT, _TYPE, _WITH_BODY, _body, _errors, _json, _path, _query
+from warren.api.admin.openapi_parts import (
+    _REF,
+    _SECURITY,
+    _TENANT,
+    _TYPE,
+    _WITH_BODY,
+    _body,
+    _errors,
+    _json,
+    _path,
+    _query,
+)
 
 __all__ = ["tenant_and_catalog_paths"]
 
@@ -44,7 +55,14 @@ def tenant_and_catalog_paths() -> dict[str, Any]:
                     )
                 ],
                 "responses": {
-                    "200": _json("EventTypeList", "The catalog (or the export asked for)."),
+                    "200": {
+                        "description": "The catalog; with `format`, the export asked for.",
+                        "content": {
+                            "application/json": {
+                                "schema": {"anyOf": [{"$ref": _REF.format(model="EventTypeList")}, {"type": "object"}]}
+                            }
+                        },
+                    },
                     **_errors("401", "422", "503"),
                 },
             }

@@ -42,6 +42,8 @@ __all__ = [
     "KeyOut",
     "ListQuery",
     "RecoverOut",
+    "ReplayIn",
+    "ReplayOut",
     "RevealedSecret",
     "RevealedSecrets",
     "RotateIn",
@@ -355,6 +357,19 @@ class EventAttempts(BaseModel):
 class AttemptPage(BaseModel):
     data: list[AttemptOut] = Field(description="Newest first.")
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last one.")
+
+
+class ReplayIn(_In):
+    event_ids: list[Annotated[str, Field(pattern=EVENT_ID_PATTERN, max_length=200)]] = Field(
+        min_length=1, max_length=100, description="The events whose dead letters to send again."
+    )
+
+
+class ReplayOut(BaseModel):
+    name: str
+    replayed: int = Field(description="Dead letters sent back for delivery (those of the events asked for found).")
+    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before.")
+    scanned: int = Field(description="Dead letters read to find them.")
 
 
 class RecoverOut(BaseModel):

@@ -15,7 +15,7 @@ from warren.broker.dlq.browse import MAX_SCAN
 from warren.broker.dlq.move import MoveReport, move_selected
 from warren.broker.dlq.selection import Selection
 
-__all__ = ["recover"]
+__all__ = ["recover", "replay_events"]
 
 
 async def recover(
@@ -23,3 +23,10 @@ async def recover(
 ) -> MoveReport:
     """Replay the endpoint's dead letters dead at or after ``since_ms`` (epoch ms); ``moved`` says how many."""
     return await move_selected(connection, prefix, endpoint, Selection(since_ms=since_ms), scan=scan)
+
+
+async def replay_events(
+    connection: AbstractConnection, prefix: str, endpoint: str, event_ids: frozenset[str], *, scan: int = MAX_SCAN
+) -> MoveReport:
+    """Replay the endpoint's dead letters of these events (``warren dlq replay --ids``); ``moved`` says how many."""
+    return await move_selected(connection, prefix, endpoint, Selection(ids=event_ids), scan=scan)

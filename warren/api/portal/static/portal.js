@@ -106,15 +106,24 @@ async function newPage() {
   show(el("h2", {}, "Add an endpoint"), form);
 }
 
-function attemptsTable(attempts) {
+const FAILED_FOR_GOOD = new Set(["dead", "exhausted"]);
+
+function attemptsTable(attempts, path) {
   if (!attempts.length) return el("p", { class: "muted" }, "No delivery attempt recorded yet.");
+  const again = (a) => el("button", { type: "button", class: "secondary", "aria-label": `Send ${a.event_id} again`, onclick: async () => {
+    try {
+      const done = await api("POST", `${path}/replay`, { event_ids: [a.event_id] });
+      say(done.replayed ? `Event ${a.event_id} sent again.` : `Event ${a.event_id} is no longer waiting to be sent again.`, !done.replayed);
+    } catch (error) { say(error.message, true); }
+  } }, "Send again");
   const rows = attempts.map((a) => el("tr", {},
     el("td", {}, a.at), el("td", {}, a.event_id), el("td", {}, a.attempt),
     el("td", { class: a.failed ? "failed" : "delivered" }, a.outcome),
     el("td", {}, a.status ?? "—"), el("td", {}, Math.round(a.duration_ms)),
-    el("td", { class: "response" }, a.error || a.response || "")));
+    el("td", { class: "response" }, a.error || a.response || ""),
+    el("td", {}, FAILED_FOR_GOOD.has(a.outcome) ? again(a) : "")));
   return el("table", { id: "attempts" },
-    el("thead", {}, el("tr", {}, ["When", "Event", "#", "Outcome", "Status", "ms", "Answer or error"].map((h) => el("th", { scope: "col" }, h)))),
+    el("thead", {}, el("tr", {}, ["When", "Event", "#", "Outcome", "Status", "ms", "Answer or error", ""].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows));
 }
 
@@ -173,7 +182,7 @@ async function endpointPage(name) {
       const done = await api("POST", `${path}/recover?since=${encodeURIComponent(since.value)}`);
       say(`${done.recovered} event(s) sent again.`);
     }, "secondary")),
-    el("h3", {}, "Recent delivery attempts"), attemptsTable(attempts.data),
+    el("h3", {}, "Recent delivery attempts"), attemptsTable(attempts.data, path),
   );
 }
 
