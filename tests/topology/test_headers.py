@@ -36,6 +36,6 @@ def test_header_int(value: object, number: int | None) -> None:
 def test_history_keeps_plain_values_only() -> None:
     # A raw message's history may nest as deep as orjson reads (1,024), deeper than it writes back (254)
     deep = "[" * 300 + "]" * 300
-    text = '[{"at": 1, "status": 503, "ms": 4, "error": "HTTP 503", "x": ' + deep + "}, 7, {\"at\": 2}]"
+    text = '[{"at": 1, "status": 503, "ms": 4, "error": "HTTP 503", "x": ' + deep + '}, 7, {"at": 2}]'
     assert header_history(text) == ({"at": 1, "status": 503, "ms": 4, "error": "HTTP 503"}, {"at": 2})
     assert header_history(b"[" * 2000) == () and header_history('{"at": 1}') == () and header_history(None) == ()

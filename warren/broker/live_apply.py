@@ -56,7 +56,6 @@ Settings = WarrenConfig
 EndpointConfig = Endpoint
 
 
-
 def _check_address(settings: WarrenConfig, endpoint: Endpoint) -> None:
     # As the configuration refuses it at load for the file's endpoints (the worker checks again as it connects).
     if not settings.delivery.allow_private_networks and (problem := url_host_problem(endpoint.url)):
@@ -199,5 +198,3 @@ async def _unbind(connection: AbstractConnection, exchange: str, stale: list[tup
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-
-

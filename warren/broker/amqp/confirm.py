@@ -28,8 +28,6 @@ class Nacked(PublishError):
     """RabbitMQ answered the publish with a nack: not stored. On 3.10 the channel may be stale (confirm_channel.py)."""
 
 
-
-
 async def publish_confirmed(
     exchange: AbstractExchange,
     message: AbstractMessage,
