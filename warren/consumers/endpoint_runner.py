@@ -73,7 +73,11 @@ class EndpointRunner(EndpointConsumers):
         transport: Transport,
         hooks: DeliveryHooks | None = None,
         clock: Clock = time.time,
+        dead_key: str | None = None,
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
     ) -> None:
+        """``dead_key`` and ``channel_acks`` are a shared lane's (warren/consumers/lanes.py): its DLQ's key, and the
+        lane channel's ack batcher."""
         super().__init__(endpoint, queues)
         self.policy = policy
         self.delivery = delivery
@@ -89,7 +93,8 @@ class EndpointRunner(EndpointConsumers):
             return_partition=self._return_partition,
             settled=lambda how: self.hooks.settled(endpoint.name, how),
             clock=clock,
-            partition_acks=self._partition_acks if self.ordered else None,
+            partition_acks=self._partition_acks if self.ordered else channel_acks,
+            dead_key=dead_key,
         )
         self.attempter = Attempter(endpoint, transport, self.hooks, self.settler.now_ms)
         # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back).
