@@ -21,6 +21,7 @@ from tests.support.receiver import Receiver, Reply
 from warren.broker import wire
 from warren.broker.events import Event, encode_event
 from warren.consumers.worker import Worker
+from warren.core.errors import WarrenError
 from warren.topology import names
 
 pytestmark = pytest.mark.timeout(90)
@@ -205,3 +206,18 @@ async def test_a_lane_message_for_an_unknown_endpoint_or_another_tenant_is_disca
         assert await wait_depth(config, lane, 0) == 0
     assert [r.event_id for r in receiver.received] == [good.id]
     assert await wait_depth(config, names.lane_dlq(config.broker.prefix, names.lane_of("acme-hooks", LANES)), 0) == 0
+
+
+def test_a_worker_given_a_list_of_endpoints_serves_no_lane_endpoint(make_config: Any) -> None:
+    # A worker for some endpoints alone would route the shared routing queue's events to those alone
+    config = make_config(
+        [
+            {"name": "acme", "url": "http://127.0.0.1:9/in", "events": ["#"]},
+            {"name": "tail", "url": "http://127.0.0.1:9/in", "events": ["#"], "home": "lane"},
+        ],
+        lanes={"count": 2},
+    )
+    with pytest.raises(WarrenError, match=r"lane endpoint\(s\) tail are served by workers without --endpoints"):
+        Worker(config, ["tail"])
+    assert Worker(config, ["acme"]).lanes is None
+    assert Worker(config).lanes is not None

@@ -67,6 +67,10 @@ class Worker:
         unknown = [n for n in endpoints or () if n not in known]
         if unknown:
             raise WarrenError(f"unknown endpoint(s): {', '.join(unknown)} (configured: {', '.join(sorted(known))})")
+        on_lanes = [e.name for e in config.endpoints if e.home == "lane" and e.name in (endpoints or ())]
+        if on_lanes:
+            # Its routing stage would take events from the shared routing queue for these alone.
+            raise WarrenError(f"lane endpoint(s) {', '.join(on_lanes)} are served by workers without --endpoints")
         self.config = config
         self.name = name
         self.hooks = hooks or DeliveryHooks()
@@ -80,7 +84,8 @@ class Worker:
         self.session: aiohttp.ClientSession | None = None
         self.runners: dict[str, EndpointRunner] = {}
         # The shared lanes (docs/architecture.md, "Lanes"), when [lanes] count is set: routing stage and lanes.
-        self.lanes = LaneStage(config, self.runners, self.hooks) if config.lanes.count else None
+        # A worker given a list of endpoints routes nothing: its router would route events to those alone.
+        self.lanes = LaneStage(config, self.runners, self.hooks) if config.lanes.count and not endpoints else None
         self.claims: dict[str, PartitionClaims] = {}
         self.ready = asyncio.Event()
         self.metrics_server: MetricsServer | None = None  # /metrics, /healthz, /readyz when worker.metrics_port
