@@ -16,13 +16,18 @@ from standardwebhooks import Webhook
 
 from tests.conftest import TEST_SECRET
 from tests.support.dead_letters import drain, wait_depth
+from tests.support.health import wait_until
 from tests.support.processes import WorkerProcess, write_config
 from tests.support.receiver import Receiver, Reply
 from warren.broker import wire
 from warren.broker.events import Event, encode_event
+from warren.broker.live_apply import apply_endpoint
+from warren.consumers import lanes
+from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.worker import Worker
 from warren.core.errors import WarrenError
 from warren.topology import names
+from warren.topology.config import Endpoint, WarrenConfig
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -178,16 +183,8 @@ async def test_a_worker_killed_mid_flow_and_restarted_loses_nothing(
         await restarted.cleanup()
 
 
-async def test_a_lane_message_for_an_unknown_endpoint_or_another_tenant_is_discarded_never_delivered(
-    endpoint_config: Any, receiver: Receiver, publish: Any
-) -> None:
-    # Given a lane endpoint of tenant acme
-    config = await endpoint_config([lane_endpoint(receiver, "acme-hooks", tenant="acme")], lanes={"count": LANES})
-    lane = names.lane_queue(config.broker.prefix, names.lane_of("acme-hooks", LANES))
-    strays = [
-        (Event(type="order.paid", data={}, tenant="acme"), "deleted-endpoint"),  # names no endpoint served
-        (Event(type="order.paid", data={}, tenant="globex"), "acme-hooks"),  # another tenant's event
-    ]
+async def put_on_lane(config: WarrenConfig, lane: str, strays: list[tuple[Event, str]]) -> None:
+    """Messages straight into a lane, each naming an endpoint, as the routing stage would put them."""
     connection = await aio_pika.connect(config.broker.url)
     try:
         channel = await connection.channel()
@@ -197,15 +194,57 @@ async def test_a_lane_message_for_an_unknown_endpoint_or_another_tenant_is_disca
             await channel.default_exchange.publish(message, routing_key=lane)
     finally:
         await connection.close()
+
+
+async def test_a_lane_message_for_an_unknown_endpoint_or_another_tenant_is_discarded_never_delivered(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a lane endpoint of tenant acme, and a worker that parks a message of an unknown endpoint twice
+    monkeypatch.setattr(lanes, "UNSERVED_PARKS", 2)
+    monkeypatch.setattr(lanes, "UNSERVED_PARK_DELAY", 0.2)
+    config = await endpoint_config([lane_endpoint(receiver, "acme-hooks", tenant="acme")], lanes={"count": LANES})
+    lane = names.lane_queue(config.broker.prefix, names.lane_of("acme-hooks", LANES))
+    await put_on_lane(
+        config,
+        lane,
+        [
+            (Event(type="order.paid", data={}, tenant="acme"), "deleted-endpoint"),  # names no endpoint served
+            (Event(type="order.paid", data={}, tenant="globex"), "acme-hooks"),  # another tenant's event
+        ],
+    )
+    settled: list[tuple[str, str]] = []
+    hooks = DeliveryHooks()
+    hooks.settlements.append(lambda endpoint, how: settled.append((endpoint, how)))
     good = Event(type="order.paid", data={}, tenant="acme")
-    async with Worker(config):
-        # When they reach the lane (before an event acme-hooks does receive)
+    async with Worker(config, hooks=hooks):
         await publish(config, [good])
         await receiver.wait_for(lambda r: good.id in r.ok_ids(), 10)
-        # Then both are taken off the lane, neither POSTed nor dead-lettered
+        # Then the other tenant's event is discarded at once, the unknown endpoint's after its two parks
+        await wait_until(lambda: ("deleted-endpoint", "discarded") in settled, 10, "the unknown one discarded")
+        assert ("acme-hooks", "discarded") in settled
+        assert settled.count(("deleted-endpoint", "parked")) == 2
         assert await wait_depth(config, lane, 0) == 0
+    # and neither was POSTed nor dead-lettered
     assert [r.event_id for r in receiver.received] == [good.id]
     assert await wait_depth(config, names.lane_dlq(config.broker.prefix, names.lane_of("acme-hooks", LANES)), 0) == 0
+
+
+async def test_a_lane_message_for_an_endpoint_not_served_here_yet_waits_for_it(
+    endpoint_config: Any, receiver: Receiver
+) -> None:
+    # Given a worker with lanes and no endpoint, and a message on a lane for an endpoint another worker knows
+    config = await endpoint_config([], lanes={"count": LANES})
+    lane = names.lane_queue(config.broker.prefix, names.lane_of("soon", LANES))
+    early = Event(type="order.paid", data={})
+    async with Worker(config):
+        await put_on_lane(config, lane, [(early, "soon")])
+        await asyncio.sleep(0.5)
+        # When this worker hears of the endpoint a moment later
+        await apply_endpoint(
+            config, Endpoint.model_validate({**lane_endpoint(receiver, "soon"), "secret": TEST_SECRET})
+        )
+        # Then the message is delivered, not discarded
+        await receiver.wait_for(lambda r: early.id in r.ok_ids("/hook/soon"), 15)
 
 
 def test_a_worker_given_a_list_of_endpoints_serves_no_lane_endpoint(make_config: Any) -> None:
@@ -221,3 +260,25 @@ def test_a_worker_given_a_list_of_endpoints_serves_no_lane_endpoint(make_config:
         Worker(config, ["tail"])
     assert Worker(config, ["acme"]).lanes is None
     assert Worker(config).lanes is not None
+
+
+async def test_a_live_lane_endpoint_reconfigured_while_events_flow_misses_none(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a live lane endpoint served by a worker
+    config = await endpoint_config([], lanes={"count": LANES})
+    first = Endpoint.model_validate({**lane_endpoint(receiver, "moving"), "secret": TEST_SECRET})
+    second = first.model_copy(update={"url": f"{receiver.url}/moved"})
+    async with Worker(config) as worker:
+        await apply_endpoint(config, first)
+        await wait_until(lambda: worker.lanes is not None and "moving" in worker.lanes.index, 10, "served")
+        # When it is reconfigured (a new URL) while events are published before, during and after
+        events = [Event(type="order.paid", data={"n": i}) for i in range(60)]
+        reapplied = asyncio.create_task(apply_endpoint(config, second))
+        for start in range(0, len(events), 10):
+            await publish(config, events[start : start + 10])
+            await asyncio.sleep(0.05)
+        await reapplied
+        # Then every event is delivered, at the old URL or the new one
+        await receiver.wait_for(lambda r: {e.id for e in events} <= r.ok_ids(), 20)
+        assert receiver.ok_ids("/hook/moved")

@@ -17,6 +17,7 @@ from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lanes import LaneConsumer, LaneRunner
 from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.planner import delay_levels
 from warren.transport.base import Transport
 
 __all__ = ["LaneStage"]
@@ -56,7 +57,7 @@ class LaneStage:
     async def start(self, connection: AbstractRobustConnection, endpoints: Iterable[Endpoint]) -> None:
         for endpoint in endpoints:
             self.index.add(endpoint)
-        await self.consumer.start(connection)
+        await self.consumer.start(connection, delay_levels(self.config))
         await self.router.start(connection)
 
     async def stop(self) -> None:

@@ -15,8 +15,10 @@ most twice its concurrency) has each further message *parked*: moved through the
 untouched (confirmed, then acked; no attempt counted), so the lane's head moves. A paused endpoint (its
 circuit open, paused, disabled) has its messages parked the same way, for longer.
 
-A message naming an endpoint this worker does not serve on a lane (deleted) is acked and counted
-(``discarded``), never delivered to anyone else.
+A message naming an endpoint this worker does not serve on a lane is parked too, up to ``UNSERVED_PARKS``
+times (counted in ``warren-lane-misses``): another worker may have heard of a new endpoint first and routed
+to it. Past that it is taken for a deleted endpoint's: acked and counted (``discarded``), never delivered to
+anyone else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -38,16 +41,19 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.settling import Settler
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
 from warren.transport.base import Transport
 
-__all__ = ["PARK_DELAY", "PAUSED_PARK_DELAY", "LaneConsumer", "LaneRunner"]
+__all__ = ["PARK_DELAY", "PAUSED_PARK_DELAY", "UNSERVED_PARKS", "UNSERVED_PARK_DELAY", "LaneConsumer", "LaneRunner"]
 
 log = logging.getLogger("warren.worker")
 
 PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane waits in the delay chain
 PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there
+UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked before it is discarded
+UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
 
 class LaneRunner(EndpointRunner):
@@ -125,8 +131,10 @@ class LaneConsumer:
         self.prefetch = prefetch
         self.runners = runners
         self.hooks = hooks
+        self.prefix = prefix
         self.lanes = [_Lane(i, names.lane_queue(prefix, i)) for i in range(count)]
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.settler: Settler | None = None  # parks the messages of endpoints not served here
 
     def acks_of(self, message: AbstractIncomingMessage) -> AckBatcher | None:
         """The ack batcher of the lane channel ``message`` came on (None once that lane is not consumed)."""
@@ -135,7 +143,18 @@ class LaneConsumer:
                 return lane.acks
         return None
 
-    async def start(self, connection: AbstractRobustConnection) -> None:
+    async def start(self, connection: AbstractRobustConnection, delay_levels: int) -> None:
+        self.settler = Settler(
+            "(lanes)",
+            ordered=False,
+            delay_levels=delay_levels,
+            return_queue=self.lanes[0].name,
+            return_partition=_never,
+            settled=lambda how: None,  # counted by the caller, under the endpoint the message names
+            clock=time.time,
+            partition_acks=self.acks_of,
+        )
+        await self.settler.open(connection, self.prefix)
         for lane in self.lanes:
             lane.channel = await connection.channel()
             await lane.channel.set_qos(prefetch_count=self.prefetch)
@@ -157,11 +176,7 @@ class LaneConsumer:
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         runner = self.runners.get(name)
         if not isinstance(runner, LaneRunner):
-            # Deleted (or never a lane endpoint here): never delivered to anyone else, and not left to loop.
-            log.warning("discarded %s from %s: no lane endpoint %r here", message.message_id, lane.name, name)
-            self.hooks.settled(name or "(none)", "discarded")
-            with contextlib.suppress(Exception):
-                await lane.acks.ack(message)
+            await self._unserved(lane, message, name)
             return
         if runner.paused_reason is not None or not runner.accepts(message):
             await runner.settler.park(message, PAUSED_PARK_DELAY)
@@ -176,6 +191,21 @@ class LaneConsumer:
             lane.held[name] -= 1
             if not lane.held[name]:
                 del lane.held[name]
+
+    async def _unserved(self, lane: _Lane, message: AbstractIncomingMessage, name: str) -> None:
+        """Parked while another worker may know the endpoint and this one not yet; then taken for deleted."""
+        assert self.settler is not None
+        misses = wire.header_int((message.headers or {}).get(wire.H_LANE_MISSES)) or 0
+        if name and 0 <= misses < UNSERVED_PARKS:
+            extra = {wire.H_LANE_MISSES: misses + 1}
+            await self.settler.park(message, UNSERVED_PARK_DELAY, extra, return_queue=lane.name)
+            self.hooks.settled(name, "parked")
+            return
+        # Deleted (or never a lane endpoint): never delivered to anyone else, and not left to loop.
+        log.warning("discarded %s from %s: no lane endpoint %r here", message.message_id, lane.name, name)
+        self.hooks.settled(name or "(none)", "discarded")
+        with contextlib.suppress(Exception):
+            await lane.acks.ack(message)
 
     def share(self, lane: _Lane, name: str, concurrency: int) -> int:
         """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once.
@@ -202,3 +232,9 @@ class LaneConsumer:
             await lane.acks.close()
             await close_channel(lane.channel)
             lane.channel, lane.tag = None, None
+        if self.settler is not None:
+            await self.settler.close()
+
+
+async def _never(message: AbstractIncomingMessage) -> None:
+    raise AssertionError("a lane is never handed back as a partition")

@@ -155,13 +155,22 @@ class Settler:
             log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint})
         await self._move(message, self._dead_exchange, self.dead_key, headers, "dead-lettered")
 
-    async def park(self, message: AbstractIncomingMessage, delay: float) -> None:
+    async def park(
+        self,
+        message: AbstractIncomingMessage,
+        delay: float,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        return_queue: str | None = None,
+    ) -> None:
         """Move the message through the delay chain back to ``return_queue`` untouched: no attempt is counted.
 
-        A shared lane's way of letting its head move past an endpoint that holds more than its share.
+        A shared lane's way of letting its head move past an endpoint that holds more than its share. ``extra``
+        headers are added; ``return_queue`` replaces the settler's own.
         """
         headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
-        key = delay_routing_key(delay, self.delay_levels, self.return_queue)
+        headers.update(extra or {})
+        key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
         await self._move(message, self._delay_exchange, key, headers, "parked")
 
     async def _move(

@@ -190,8 +190,17 @@ class Worker:
         if endpoint.home == "lane" and self.lanes is None:
             log.error("endpoint %s not served: it has home = 'lane', and [lanes] count is 0 here", endpoint.name)
             return
+        if self.lanes is not None and endpoint.home == "lane":
+            # Routed to at once (before an await): a reconfigured endpoint, removed from the index at the end of
+            # its unserve_endpoint, misses no event. Copies that reach its lane before its runner is ready wait.
+            self.lanes.add(endpoint)
         runner = self._runner(endpoint)
-        await runner.open(self.connection)
+        try:
+            await runner.open(self.connection)
+        except BaseException:
+            if self.lanes is not None:
+                self.lanes.remove(endpoint.name)
+            raise
         self.runners[endpoint.name] = runner
         try:
             may_consume = await self.health.serve(endpoint.name, runner)
@@ -204,8 +213,6 @@ class Worker:
                 await runner.start_consuming()
             if claims is not None:
                 await claims.start()
-            if self.lanes is not None and endpoint.home == "lane":
-                self.lanes.add(endpoint)  # routed to from now on
         except BaseException:
             await self.unserve_endpoint(endpoint.name)
             raise
@@ -214,9 +221,9 @@ class Worker:
         """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""
         runner = self.runners.get(name)
         if runner is None:
+            if self.lanes is not None:
+                self.lanes.remove(name)
             return
-        if self.lanes is not None:
-            self.lanes.remove(name)
         if self.health is not None:
             await self.health.remove_endpoint(name)
         claims = self.claims.pop(name, None)
@@ -228,6 +235,8 @@ class Worker:
         if claims is not None:
             await claims.close()
         self.runners.pop(name, None)
+        if self.lanes is not None:  # last, with no await after it: a re-serve follows at once (serve_endpoint)
+            self.lanes.remove(name)
         log.info("endpoint %s no longer served", name, extra={"endpoint": name, "handed_back": handed_back})
 
     def _is_ready(self) -> bool:
