@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import aio_pika
 import pytest
 
 from tests.support.setup_helpers import prefix_state
 from warren.broker.applier import apply_setup
 from warren.broker.management import ManagementClient
+from warren.broker.status import collect_status
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.planner import plan_topology
@@ -58,3 +60,23 @@ async def test_the_broker_holds_as_many_objects_with_200_lane_endpoints_as_with_
     # Then the vhost's queues, exchanges and bindings are the same
     assert counts[0] == counts[1]
     assert counts[0][1] == len(plan_topology(make_config(lanes={"count": 4})).queues)
+
+
+async def test_status_shows_a_lane_endpoint_its_shared_lane_and_dlq(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    # Given a lane endpoint, set up, with nothing in its lane
+    config = make_config(lane_endpoints(1), lanes={"count": 3})
+    await apply_setup(config)
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        status = await collect_status(config, connection, management)
+    finally:
+        await connection.close()
+    # Then its rows are its lane's and its lane's DLQ, marked shared, both found on the broker
+    (endpoint,) = status.endpoints
+    lane = names.lane_of("tail-0", 3)
+    assert [(q.name, q.role, q.exists) for q in endpoint.queues] == [
+        (names.lane_queue(prefix, lane), f"lane {lane} (shared)", True)
+    ]
+    assert (endpoint.dlq.name, endpoint.dlq.exists) == (names.lane_dlq(prefix, lane), True)
