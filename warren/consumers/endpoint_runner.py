@@ -73,11 +73,8 @@ class EndpointRunner(EndpointConsumers):
         transport: Transport,
         hooks: DeliveryHooks | None = None,
         clock: Clock = time.time,
-        dead_key: str | None = None,
-        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,  # a lane's (lanes.py)
     ) -> None:
-        """``dead_key`` and ``channel_acks`` are a shared lane's (warren/consumers/lanes.py): its DLQ's key, and the
-        lane channel's ack batcher."""
         super().__init__(endpoint, queues)
         self.policy = policy
         self.delivery = delivery
@@ -94,7 +91,6 @@ class EndpointRunner(EndpointConsumers):
             settled=lambda how: self.hooks.settled(endpoint.name, how),
             clock=clock,
             partition_acks=self._partition_acks if self.ordered else channel_acks,
-            dead_key=dead_key,
         )
         self.attempter = Attempter(endpoint, transport, self.hooks, self.settler.now_ms)
         # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back).

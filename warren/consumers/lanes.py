@@ -82,9 +82,9 @@ class LaneRunner(EndpointRunner):
             delay_levels=delay_levels,
             transport=transport,
             hooks=hooks,
-            dead_key=names.lane_dead_key(self.lane),
-            channel_acks=channel_acks,
+            channel_acks=channel_acks,  # acks on the lane's channel, batched with its other endpoints'
         )
+        self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to the lane's DLQ
         self.slots = asyncio.Semaphore(endpoint.concurrency)  # the endpoint's FIFO: at most concurrency at once
         self.assigned = []
 
