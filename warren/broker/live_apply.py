@@ -117,6 +117,10 @@ async def apply_endpoint(
     except StoreKeyError as exc:
         raise LiveApplyError(f"endpoint {endpoint.name!r}: secrets not sealed for the workers: {exc}") from None
     record = EndpointRecord.applying(endpoint, by(), sealer)
+    if endpoint.home == "lane":
+        async with one_call_connection(settings, connection, "warren-live-apply") as conn:
+            await _apply_lane_endpoint(conn, settings, endpoint, record)
+        return
     # The management API's answer and the AMQP connection are awaited together: apply latency is the sum of
     # round trips, and these two need nothing of each other.
     plan = endpoint_plan(settings, endpoint)
@@ -129,6 +133,25 @@ async def apply_endpoint(
             stale_reading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await stale_reading
+
+
+async def _apply_lane_endpoint(
+    connection: AbstractConnection, settings: WarrenConfig, endpoint: Endpoint, record: EndpointRecord
+) -> None:
+    """A lane endpoint owns nothing on the broker: only announced (the workers' routing stage and lanes serve it).
+
+    Refused when lanes are off, and when the endpoint still has dedicated queues: moving an endpoint between
+    homes while it may hold messages is not built yet (docs/architecture.md, "Shared lanes").
+    """
+    if settings.lanes.count == 0:
+        raise LiveApplyError(f"endpoint {endpoint.name!r}: home = 'lane' needs [lanes] count > 0 (and `warren setup`)")
+    before = await read_layout(connection, settings.broker.prefix, endpoint.name)
+    if before.consumed:
+        raise LiveApplyError(
+            f"endpoint {endpoint.name!r} has queues of its own ({', '.join(sorted(before.consumed))}): moving a "
+            "dedicated endpoint onto a lane is not built yet; delete it and create it again on a lane"
+        )
+    await announce(connection, settings.broker.prefix, record)
 
 
 async def _apply_on(

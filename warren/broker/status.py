@@ -202,9 +202,16 @@ async def collect_status(
         for endpoint in config.endpoints:
             if endpoints and endpoint.name not in endpoints:
                 continue
-            queues = [q for q in plan.endpoint_queues(endpoint.name) if q.name != names.dlq(prefix, endpoint.name)]
-            rows = tuple([await row(q.name, q.role) for q in queues])
-            dead = await row(names.dlq(prefix, endpoint.name), "dead letters")
+            rows: tuple[QueueRow, ...]
+            if endpoint.home == "lane":
+                # A lane endpoint has no queue of its own: its lane's, shared with the lane's other endpoints.
+                lane = names.lane_of(endpoint.name, config.lanes.count)
+                rows = (await row(names.lane_queue(prefix, lane), f"lane {lane} (shared)"),)
+                dead = await row(names.lane_dlq(prefix, lane), f"lane {lane} dead letters (shared)")
+            else:
+                queues = [q for q in plan.endpoint_queues(endpoint.name) if q.name != names.dlq(prefix, endpoint.name)]
+                rows = tuple([await row(q.name, q.role) for q in queues])
+                dead = await row(names.dlq(prefix, endpoint.name), "dead letters")
             result.append(
                 EndpointStatus(
                     endpoint.name,

@@ -20,9 +20,11 @@ from warren.broker.dlq import (
     Selection,
     browse,
     delivery_limit,
+    dlq_route,
     move_selected,
     parse_moment,
     purge_dlq,
+    purge_selected,
     replay_by_shovel,
     select,
 )
@@ -66,7 +68,12 @@ ScanOpt = Annotated[
 
 
 def _selection(
-    types: list[str] | None, since: str | None, until: str | None, ids: str | None, limit: int | None
+    types: list[str] | None,
+    since: str | None,
+    until: str | None,
+    ids: str | None,
+    limit: int | None,
+    endpoint: str | None = None,
 ) -> Selection:
     now = dt.datetime.now(dt.UTC)
     try:
@@ -77,7 +84,7 @@ def _selection(
     id_set = frozenset(i.strip() for i in ids.split(",") if i.strip()) if ids is not None else None
     if ids is not None and not id_set:
         fail("--ids needs at least one event id (comma-separated)", EXIT_USAGE)
-    return Selection(tuple(types or ()), since_ms, until_ms, id_set, limit)
+    return Selection(tuple(types or ()), since_ms, until_ms, id_set, limit, endpoint)
 
 
 async def _with_broker(config: WarrenConfig, work: Callable[[AbstractConnection], Awaitable[T]]) -> T:
@@ -111,8 +118,16 @@ async def _guard_delivery_limit(config: WarrenConfig, queue: str, path: Path | N
         )
 
 
-async def _read(config: WarrenConfig, endpoint: str, scan: int, path: Path | None) -> tuple[list[DeadLetter], int]:
-    queue = names.dlq(config.broker.prefix, endpoint)
+def _lanes(config: WarrenConfig, name: str) -> int:
+    """The lane count when ``name`` is a lane endpoint (its letters are in its lane's shared DLQ), else 0."""
+    holding = with_endpoint(config, name)
+    return holding.lanes.count if holding.endpoint(name).home == "lane" else 0
+
+
+async def _read(
+    config: WarrenConfig, endpoint: str, scan: int, path: Path | None, lanes: int = 0
+) -> tuple[list[DeadLetter], int]:
+    queue = dlq_route(config.broker.prefix, endpoint, lanes)[0]
     await _guard_delivery_limit(config, queue, path)
     return await _with_broker(config, lambda c: browse(c, queue, scan=scan))
 
@@ -136,14 +151,14 @@ def list_letters(
     """List an endpoint's dead letters without removing or reordering any."""
     cfg = load(config)
     name = endpoint
-    with_endpoint(cfg, name)
-    selection = _selection(types, since, until, None, limit)
-    letters, depth = run(_read(cfg, name, scan, config))
+    lanes = _lanes(cfg, name)
+    selection = _selection(types, since, until, None, limit, name if lanes else None)
+    letters, depth = run(_read(cfg, name, scan, config, lanes))
     chosen = select(letters, selection, newest_first=newest)
     if as_json:
         typer.echo(json.dumps([letter.summary() for letter in chosen], indent=2, ensure_ascii=False))
         return
-    queue = names.dlq(cfg.broker.prefix, name)
+    queue = dlq_route(cfg.broker.prefix, name, lanes)[0]
     order = "newest first" if newest else "oldest first"
     console.print(letters_table(chosen, f"{queue} · {order}", console.width))
     console.print(f"{len(chosen)} shown of {depth} dead letter(s){_scan_note(len(letters), depth)}", highlight=False)
@@ -160,11 +175,11 @@ def show_letter(
     """Print one dead letter whole: headers, envelope, attempt history."""
     cfg = load(config)
     name = endpoint
-    with_endpoint(cfg, name)
-    letters, depth = run(_read(cfg, name, scan, config))
-    found = [letter for letter in letters if letter.event_id == event_id]
+    lanes = _lanes(cfg, name)
+    letters, depth = run(_read(cfg, name, scan, config, lanes))
+    found = [x for x in letters if x.event_id == event_id and (not lanes or x.endpoint == name)]
     if not found:
-        queue = names.dlq(cfg.broker.prefix, name)
+        queue = dlq_route(cfg.broker.prefix, name, lanes)[0]
         fail(f"no dead letter {visible(event_id)} in {queue}{_scan_note(len(letters), depth)}")
     if as_json:
         document = [letter.whole() for letter in found]
@@ -187,10 +202,17 @@ def _progress() -> Progress:
 
 
 async def _replay_filtered(
-    config: WarrenConfig, endpoint: str, selection: Selection, newest: bool, dry_run: bool, scan: int, path: Path | None
+    config: WarrenConfig,
+    endpoint: str,
+    selection: Selection,
+    newest: bool,
+    dry_run: bool,
+    scan: int,
+    path: Path | None,
+    lanes: int = 0,
 ) -> None:
     prefix = config.broker.prefix
-    queue = names.dlq(prefix, endpoint)
+    queue, exchange, lane = dlq_route(prefix, endpoint, lanes)
     await _guard_delivery_limit(config, queue, path)
     with _progress() as progress:
         task = progress.add_task("replay", total=None)
@@ -205,6 +227,7 @@ async def _replay_filtered(
                 dry_run=dry_run,
                 scan=scan,
                 on_moved=lambda _: progress.advance(task),
+                lanes=lanes,
             )
             return report.depth, report.scanned, report.chosen, report.moved
 
@@ -212,7 +235,7 @@ async def _replay_filtered(
             progress.update(task, visible=False)
         depth, scanned, chosen, moved = await _with_broker(config, work)
         progress.update(task, total=len(chosen))
-    exchange = names.endpoint_exchange(prefix, endpoint)
+    exchange = lane or exchange
     if dry_run:
         console.print(moves_table(chosen, f"would replay to {exchange}", console.width))
         console.print(
@@ -290,14 +313,14 @@ def replay(
     """
     cfg = load(config)
     name = endpoint
-    with_endpoint(cfg, name)
+    lanes = _lanes(cfg, name)
     selection = _selection(types, since, until, ids, limit)
     try:
         seconds = parse_duration(timeout)
     except ValueError as exc:
         fail(f"--timeout: {exc}", EXIT_USAGE)
-    if selection.narrows or newest:
-        run(_replay_filtered(cfg, name, selection, newest, dry_run, scan, config))
+    if selection.narrows or newest or lanes:  # a lane's DLQ is shared: never shovelled whole
+        run(_replay_filtered(cfg, name, selection, newest, dry_run, scan, config, lanes))
     else:
         run(_replay_all(cfg, name, dry_run, seconds, config))
 
@@ -327,7 +350,10 @@ def purge(
     """Delete every dead letter of an endpoint for good (asks first)."""
     cfg = load(config)
     name = endpoint
-    with_endpoint(cfg, name)
+    lanes = _lanes(cfg, name)
+    if lanes:
+        _purge_lane_letters(cfg, name, lanes, yes)
+        return
     queue = names.dlq(cfg.broker.prefix, name)
     if not yes:
         depth = run(_dlq_depth(cfg, name))
@@ -338,6 +364,16 @@ def purge(
             fail("purge cancelled: nothing deleted")
     purged = run(_with_broker(cfg, lambda c: purge_dlq(c, cfg.broker.prefix, name)))
     console.print(f"purged {purged} dead letter(s) from {queue}", highlight=False)
+
+
+def _purge_lane_letters(cfg: WarrenConfig, name: str, lanes: int, yes: bool) -> None:
+    """A lane endpoint's letters out of its lane's shared DLQ; every other endpoint's stay, in order."""
+    queue = dlq_route(cfg.broker.prefix, name, lanes)[0]
+    if not yes and not typer.confirm(f"Delete the dead letters of {name} from {queue} for good?", err=True):
+        fail("purge cancelled: nothing deleted")
+    selection = Selection(endpoint=name)
+    purged, depth = run(_with_broker(cfg, lambda c: purge_selected(c, queue, selection)))
+    console.print(f"purged {purged} dead letter(s) of {name} from {queue}; {depth - purged} left", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

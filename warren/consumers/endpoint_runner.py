@@ -73,6 +73,7 @@ class EndpointRunner(EndpointConsumers):
         transport: Transport,
         hooks: DeliveryHooks | None = None,
         clock: Clock = time.time,
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,  # a lane's (lanes.py)
     ) -> None:
         super().__init__(endpoint, queues)
         self.policy = policy
@@ -89,7 +90,7 @@ class EndpointRunner(EndpointConsumers):
             return_partition=self._return_partition,
             settled=lambda how: self.hooks.settled(endpoint.name, how),
             clock=clock,
-            partition_acks=self._partition_acks if self.ordered else None,
+            partition_acks=self._partition_acks if self.ordered else channel_acks,
         )
         self.attempter = Attempter(endpoint, transport, self.hooks, self.settler.now_ms)
         # Ordered messages that stopped being held mid-schedule (the hold limit, a hand-back).

@@ -20,7 +20,8 @@ __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 
 OUTCOMES = ("delivered", "retry", "retry-in-place", "exhausted", "dead", "disabled", "parked")
 # "discarded": a message an earlier, deleted endpoint of the same name moved, never delivered (endpoint_runner.py)
-SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back", "discarded")
+# "parked": a shared lane's message moved through the delay chain untouched, so that the lane's head moves (lanes.py)
+SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back", "discarded", "parked")
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "open": 2}
 ADMIN_STATES = ("active", "paused", "disabled")
 
@@ -138,8 +139,8 @@ class WorkerMetrics:
         )
         self.settlements = Counter(
             "warren_settlements",
-            "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back, discarded (moved "
-            "by an earlier, deleted endpoint of the same name).",
+            "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back, parked (a shared "
+            "lane's surplus), discarded (moved by an earlier, deleted endpoint of the same name).",
             ["endpoint", "how"],
             registry=r,
         )

@@ -49,6 +49,7 @@ class Settler:
         settled: Callable[[Settlement], None],
         clock: Callable[[], float],
         partition_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
+        dead_key: str | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.ordered = ordered
@@ -57,9 +58,10 @@ class Settler:
         self._return_partition = return_partition
         self._settled = settled
         self._clock = clock
-        # Acks are batched per consumer channel: the work queue's here; each partition's in its lanes
-        # (``partition_acks`` finds them; None when the partition's channel is gone: then ack on its own).
-        self.acks: AckBatcher | None = None if ordered else AckBatcher()
+        # Acks are batched per consumer channel: the work queue's here; each partition's in its lanes, each
+        # shared lane's in its lane (``partition_acks`` finds them; None when the channel is gone: ack on its own).
+        self.acks: AckBatcher | None = None if ordered or partition_acks is not None else AckBatcher()
+        self.dead_key = dead_key or endpoint  # the DLQ's key on the dead exchange: the endpoint's, or its lane's
         self._partition_acks = partition_acks
         self._channel: ConfirmChannel | None = None
         self._delay_exchange = ""
@@ -78,9 +80,12 @@ class Settler:
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    def _batcher(self, message: AbstractIncomingMessage) -> AckBatcher | None:
+        return self.acks if self._partition_acks is None else self._partition_acks(message)
+
     async def ack(self, message: AbstractIncomingMessage, how: Settlement = "acked") -> None:
         try:
-            batcher = self.acks if self._partition_acks is None else self._partition_acks(message)
+            batcher = self._batcher(message)
             if batcher is not None:
                 await batcher.ack(message)
             else:
@@ -106,8 +111,8 @@ class Settler:
             return
         with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
             await message.nack(requeue=True)
-            if self.acks is not None:
-                self.acks.settled(message)
+            if (batcher := self._batcher(message)) is not None:
+                batcher.settled(message)
             self._settled("handed-back")
 
     async def retry(
@@ -148,7 +153,25 @@ class Settler:
         )
         if result is None:
             log.warning("dead-lettering %s: %s", message.message_id, reason, extra={"endpoint": self.endpoint})
-        await self._move(message, self._dead_exchange, self.endpoint, headers, "dead-lettered")
+        await self._move(message, self._dead_exchange, self.dead_key, headers, "dead-lettered")
+
+    async def park(
+        self,
+        message: AbstractIncomingMessage,
+        delay: float,
+        extra: Mapping[str, Any] | None = None,
+        *,
+        return_queue: str | None = None,
+    ) -> None:
+        """Move the message through the delay chain back to ``return_queue`` untouched: no attempt is counted.
+
+        A shared lane's way of letting its head move past an endpoint that holds more than its share. ``extra``
+        headers are added; ``return_queue`` replaces the settler's own.
+        """
+        headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
+        headers.update(extra or {})
+        key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
+        await self._move(message, self._delay_exchange, key, headers, "parked")
 
     async def _move(
         self,

@@ -22,6 +22,7 @@ from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.lane_stage import LaneStage
 from warren.consumers.live_endpoints import LiveEndpoints
 from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
@@ -66,16 +67,25 @@ class Worker:
         unknown = [n for n in endpoints or () if n not in known]
         if unknown:
             raise WarrenError(f"unknown endpoint(s): {', '.join(unknown)} (configured: {', '.join(sorted(known))})")
+        on_lanes = [e.name for e in config.endpoints if e.home == "lane" and e.name in (endpoints or ())]
+        if on_lanes:
+            # Its routing stage would take events from the shared routing queue for these alone.
+            raise WarrenError(f"lane endpoint(s) {', '.join(on_lanes)} are served by workers without --endpoints")
         self.config = config
         self.name = name
         self.hooks = hooks or DeliveryHooks()
         self.spread_partitions = spread_partitions
-        self.endpoints = [e for e in config.endpoints if not endpoints or e.name in endpoints]
+        served = [e for e in config.endpoints if not endpoints or e.name in endpoints]
+        self.endpoints = [e for e in served if e.home == "dedicated"]
+        self.lane_endpoints = [e for e in served if e.home == "lane"]
         self.delay_levels = delay_levels(config)
         self.transport = transport
         self.connection: AbstractRobustConnection | None = None
         self.session: aiohttp.ClientSession | None = None
         self.runners: dict[str, EndpointRunner] = {}
+        # The shared lanes (docs/architecture.md, "Lanes"), when [lanes] count is set: routing stage and lanes.
+        # A worker given a list of endpoints routes nothing: its router would route events to those alone.
+        self.lanes = LaneStage(config, self.runners, self.hooks) if config.lanes.count and not endpoints else None
         self.claims: dict[str, PartitionClaims] = {}
         self.ready = asyncio.Event()
         self.metrics_server: MetricsServer | None = None  # /metrics, /healthz, /readyz when worker.metrics_port
@@ -121,7 +131,7 @@ class Worker:
                 body_limit=delivery.response_body_limit,
             )
         self._transport = transport
-        for endpoint in self.endpoints:
+        for endpoint in [*self.endpoints, *(self.lane_endpoints if self.lanes else ())]:
             runner = self._runner(endpoint)
             await runner.open(self.connection)
             self.runners[endpoint.name] = runner
@@ -140,6 +150,9 @@ class Worker:
                 await runner.start_consuming()
         for claims in self.claims.values():
             await claims.start()
+        if self.lanes is not None:
+            await self.lanes.start(self.connection, self.lane_endpoints)
+            log.info("lanes consumed and routed", extra={"lanes": self.config.lanes.count})
         self.health.activate()
         if self.serve_live:
             self.live = LiveEndpoints(
@@ -152,11 +165,14 @@ class Worker:
             )
             await self.live.start()
         self.ready.set()
-        log.info("worker consuming", extra={"endpoints": [e.name for e in self.endpoints]})
+        log.info("worker consuming", extra={"endpoints": [e.name for e in [*self.endpoints, *self.lane_endpoints]]})
 
     def _runner(self, endpoint: Endpoint) -> EndpointRunner:
         assert self._transport is not None
         prefix = self.config.broker.prefix
+        if endpoint.home == "lane":
+            assert self.lanes is not None
+            return self.lanes.runner(endpoint, self.delay_levels, self._transport)
         return EndpointRunner(
             endpoint,
             endpoint.retry_policy(self.config.retry),
@@ -171,8 +187,20 @@ class Worker:
     async def serve_endpoint(self, endpoint: Endpoint) -> None:
         """Start serving ``endpoint`` now (a live one): what ``start`` does for each of the file's endpoints."""
         assert self.connection is not None and self.health is not None, "start() first"
+        if endpoint.home == "lane" and self.lanes is None:
+            log.error("endpoint %s not served: it has home = 'lane', and [lanes] count is 0 here", endpoint.name)
+            return
+        if self.lanes is not None and endpoint.home == "lane":
+            # Routed to at once (before an await): a reconfigured endpoint, removed from the index at the end of
+            # its unserve_endpoint, misses no event. Copies that reach its lane before its runner is ready wait.
+            self.lanes.add(endpoint)
         runner = self._runner(endpoint)
-        await runner.open(self.connection)
+        try:
+            await runner.open(self.connection)
+        except BaseException:
+            if self.lanes is not None:
+                self.lanes.remove(endpoint.name)
+            raise
         self.runners[endpoint.name] = runner
         try:
             may_consume = await self.health.serve(endpoint.name, runner)
@@ -193,6 +221,8 @@ class Worker:
         """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""
         runner = self.runners.get(name)
         if runner is None:
+            if self.lanes is not None:
+                self.lanes.remove(name)
             return
         if self.health is not None:
             await self.health.remove_endpoint(name)
@@ -205,6 +235,8 @@ class Worker:
         if claims is not None:
             await claims.close()
         self.runners.pop(name, None)
+        if self.lanes is not None:  # last, with no await after it: a re-serve follows at once (serve_endpoint)
+            self.lanes.remove(name)
         log.info("endpoint %s no longer served", name, extra={"endpoint": name, "handed_back": handed_back})
 
     def _is_ready(self) -> bool:
@@ -258,6 +290,8 @@ class Worker:
             await self.live.close()
         if self.health is not None:
             await self.health.halt()
+        if self.lanes is not None:
+            await self.lanes.stop()
         for claims in self.claims.values():
             await claims.halt()
         for runner in self.runners.values():
@@ -268,6 +302,8 @@ class Worker:
             await asyncio.sleep(SETTLE_PAUSE)
         if self.health is not None:
             await self.health.close()
+        if self.lanes is not None:  # its acks go before the lanes' channels close, and those before the runners'
+            await self.lanes.close(CLOSE_BUDGET)
         for claims in self.claims.values():
             await claims.close()
         for runner in self.runners.values():

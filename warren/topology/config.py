@@ -37,6 +37,7 @@ from warren.topology.settings import (
     BrokerSettings,
     CircuitSettings,
     DeliverySettings,
+    LaneSettings,
     PortalSettings,
     RetryOverride,
     RetryPolicy,
@@ -54,6 +55,7 @@ __all__ = [
     "Endpoint",
     "InboundSource",
     "InboxSettings",
+    "LaneSettings",
     "PortalSettings",
     "ReceiverSettings",
     "RetryOverride",
@@ -78,6 +80,9 @@ class Endpoint(_Frozen):
     tenant: Tenant | None = Field(default=None, description="receive only this tenant's events")
     all_tenants: bool = Field(default=False, description="without a tenant: also receive every tenant's events")
     ordering: Literal["none", "key"] = "none"
+    home: Literal["dedicated", "lane"] = Field(
+        default="dedicated", description="dedicated: queues of its own; lane: shares [lanes] (docs/architecture.md)"
+    )
     partitions: int | None = Field(default=None, ge=1, le=256)
     concurrency: int = Field(default=16, ge=1, le=2048)
     partition_prefetch: int = Field(
@@ -134,6 +139,11 @@ class Endpoint(_Frozen):
             raise ValueError("all_tenants applies only to an endpoint without a tenant")
         if self.burst is not None and self.rate_limit is None:
             raise ValueError("burst applies only with a rate_limit")
+        if self.home == "lane" and self.ordering == "key":
+            raise ValueError(
+                "ordering = 'key' is not available on a lane yet (ordered lane endpoints are not built): "
+                "give this endpoint home = 'dedicated'"
+            )
         return self
 
     def receives_tenant(self, tenant: str | None) -> bool:
@@ -180,6 +190,7 @@ class WarrenConfig(BaseSettings):
     inbox: InboxSettings = InboxSettings()
     receiver: ReceiverSettings = ReceiverSettings()
     store: StoreSettings = StoreSettings()
+    lanes: LaneSettings = LaneSettings()
     portal: PortalSettings = PortalSettings()
     catalog: CatalogSettings = CatalogSettings()
     event_types: tuple[EventTypeSpec, ...] = ()
@@ -223,6 +234,17 @@ class WarrenConfig(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _lanes_for_lane_endpoints(self) -> WarrenConfig:
+        if self.lanes.count == 0:
+            on_lanes = [e.name for e in self.endpoints if e.home == "lane"]
+            if on_lanes:
+                raise ValueError(
+                    f"endpoint(s) {', '.join(on_lanes)} have home = 'lane' but lanes are off: set [lanes] count "
+                    "(e.g. 16)"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _no_private_literals(self) -> WarrenConfig:
         # What is known without DNS is refused at load; names are judged on their answers when connecting.
         if not self.delivery.allow_private_networks:
@@ -250,6 +272,16 @@ class WarrenConfig(BaseSettings):
         if self.worker.attempt_log is not None:
             return self.worker.attempt_log
         return self.store.url is not None
+
+    @property
+    def dedicated_endpoints(self) -> tuple[Endpoint, ...]:
+        """The endpoints with queues of their own (``home = "dedicated"``)."""
+        return tuple(e for e in self.endpoints if e.home == "dedicated")
+
+    @property
+    def lane_endpoints(self) -> tuple[Endpoint, ...]:
+        """The endpoints that share the lanes (``home = "lane"``)."""
+        return tuple(e for e in self.endpoints if e.home == "lane")
 
     def endpoint(self, name: str) -> Endpoint:
         for endpoint in self.endpoints:

@@ -6,6 +6,8 @@ is stable: the same configuration always yields the same names (``warren setup``
 
 from __future__ import annotations
 
+import hashlib
+
 from warren.core.digits import is_ascii_digits
 
 __all__ = [
@@ -27,12 +29,17 @@ __all__ = [
     "inbound_dlq",
     "inbound_queue",
     "is_runtime_queue",
+    "lane_dead_key",
+    "lane_dlq",
+    "lane_of",
+    "lane_queue",
     "operator_exchange",
     "partition_owner",
     "partition_queue",
     "partition_roster",
     "probe_lock",
     "queue_endpoint",
+    "route_queue",
     "state_queue",
     "tenant_routing_key",
     "tenants_exchange",
@@ -83,6 +90,37 @@ def partition_roster(prefix: str, endpoint: str) -> str:
 def dlq(prefix: str, endpoint: str) -> str:
     """The endpoint's dead-letter queue."""
     return f"{prefix}.ep.{endpoint}.dlq"
+
+
+def lane_queue(prefix: str, lane: int) -> str:
+    """Lane ``lane``: a quorum queue shared by the lane endpoints that hash to it (``lane_of``)."""
+    return f"{prefix}.lane.{lane}"
+
+
+def lane_dlq(prefix: str, lane: int) -> str:
+    """The dead-letter queue of lane ``lane``: its endpoints' dead letters, each naming its endpoint in a header."""
+    return f"{prefix}.lane.{lane}.dlq"
+
+
+def lane_dead_key(lane: int) -> str:
+    """The routing key on the dead exchange for lane ``lane`` (the ``.`` keeps it apart from endpoint names)."""
+    return f"lane.{lane}"
+
+
+def route_queue(prefix: str) -> str:
+    """The routing stage's input: every published event, fanned out by workers to the lane endpoints."""
+    return f"{prefix}.route"
+
+
+def lane_of(endpoint: str, count: int) -> int:
+    """The lane of ``endpoint`` among ``count``: a stable hash (BLAKE2b), the same in every process and release.
+
+    Python's ``hash()`` would not do: it is salted per process, and every worker must agree.
+    """
+    if count < 1:
+        raise ValueError("lane_of needs at least one lane")
+    digest = hashlib.blake2b(endpoint.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % count
 
 
 def inbound_queue(prefix: str, source: str) -> str:

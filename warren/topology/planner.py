@@ -113,6 +113,8 @@ def subscription_bindings(prefix: str, endpoint: Endpoint) -> list[Binding]:
 
 def _endpoint_objects(config: WarrenConfig, endpoint: Endpoint) -> tuple[list[Exchange], list[Queue], list[Binding]]:
     prefix, qtype = config.broker.prefix, config.broker.queue_type
+    if endpoint.home == "lane":
+        return [], [], []  # a lane endpoint owns nothing on the broker: the lanes and the routing stage serve it
     backstop = _backstop(prefix, qtype, endpoint.name)
     ex_name = names.endpoint_exchange(prefix, endpoint.name)
     bindings = subscription_bindings(prefix, endpoint)
@@ -163,6 +165,30 @@ def _inbound_objects(config: WarrenConfig, source: InboundSource) -> tuple[list[
         Binding(names.dead_exchange(prefix), dead.name, "queue", dead_key),
     ]
     return [queue, dead], bindings
+
+
+def _lane_objects(prefix: str, qtype: str, count: int) -> tuple[list[Queue], list[Binding]]:
+    """The lanes (docs/architecture.md, "Lanes"): ``count`` shared queues, a DLQ each, and the router's input.
+
+    A lane is consumed like a work queue: retries come back to it through the delay chain by its name, and its
+    dead letters go to the dead exchange keyed ``lane.<i>``, so that each lane's DLQ holds only its lane's.
+    The router's queue takes every event of both exchanges (``#``): it alone decides which lane endpoints
+    subscribe, from its index, so the broker holds no binding per lane endpoint.
+    """
+    queues: list[Queue] = []
+    bindings: list[Binding] = []
+    for lane in range(count):
+        dead_key = names.lane_dead_key(lane)
+        queue = Queue(names.lane_queue(prefix, lane), _backstop(prefix, qtype, dead_key), role=f"lane {lane}")
+        dead = Queue(names.lane_dlq(prefix, lane), queue_arguments(qtype), role=f"lane {lane} dead letters")
+        queues += [queue, dead]
+        bindings.append(Binding(names.delay_due_exchange(prefix), queue.name, "queue", f"#.{queue.name}"))
+        bindings.append(Binding(names.dead_exchange(prefix), dead.name, "queue", dead_key))
+    route = Queue(names.route_queue(prefix), queue_arguments(qtype), role="routing stage (lane endpoints)")
+    queues.append(route)
+    bindings.append(Binding(names.events_exchange(prefix), route.name, "queue", "#"))
+    bindings.append(Binding(names.tenants_exchange(prefix), route.name, "queue", "#"))
+    return queues, bindings
 
 
 def _delay_objects(prefix: str, qtype: str, levels: int) -> tuple[list[Exchange], list[Queue], list[Binding]]:
@@ -288,6 +314,10 @@ def plan_topology(config: WarrenConfig) -> Plan:
     for endpoint in config.endpoints:
         e, q, b = _endpoint_objects(config, endpoint)
         exchanges += e
+        queues += q
+        bindings += b
+    if config.lanes.count:
+        q, b = _lane_objects(prefix, qtype, config.lanes.count)
         queues += q
         bindings += b
     for source in config.inbound:

@@ -279,6 +279,15 @@ class WorkerSettings(_Frozen):
     attempt_log_buffer: int = Field(default=50_000, ge=1)  # records kept while RabbitMQ is away; the oldest go first
 
 
+class LaneSettings(_Frozen):
+    """Shared lanes (docs/architecture.md, "Lanes"): endpoints with ``home = "lane"`` share ``count`` quorum
+    queues instead of owning their own. ``count = 0`` (the default) turns lanes off."""
+
+    count: int = Field(default=0, ge=0, le=1024, description="lanes (quorum queues shared by lane endpoints); 0: off")
+    prefetch: int = Field(default=64, ge=1, le=10_000, description="messages a worker holds unacked per lane")
+    route_prefetch: int = Field(default=64, ge=1, le=10_000, description="events the routing stage holds at once")
+
+
 class CircuitSettings(_Frozen):
     """An endpoint's circuit breaker: when it opens, how long it waits, how delivery resumes (docs/health.md).
 

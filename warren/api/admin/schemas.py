@@ -81,6 +81,9 @@ class _Options(_In):
 
     ordering: Literal["none", "key"] | None = Field(default=None, description="'key': in order per event key.")
     partitions: int | None = Field(default=None, ge=1, le=256, description="With ordering 'key' (default 4).")
+    home: Literal["dedicated", "lane"] | None = Field(
+        default=None, description="'lane': no queues of its own, shares the deployment's lanes (default 'dedicated')."
+    )
     concurrency: int | None = Field(default=None, ge=1, le=2048, description="Requests in flight per worker.")
     timeout: Seconds | None = None
     connect_timeout: Seconds | None = None

@@ -8,6 +8,7 @@ duplicate the receiver drops by its ``webhook-id``; there is no moment at which 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -29,7 +30,15 @@ from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import PublishError, ReplayError, UnroutableError
 from warren.topology import names
 
-__all__ = ["DEFAULT_WINDOW", "REPLAY_ACK_BATCH", "REPLAY_ACK_DELAY", "MoveReport", "move_selected", "replay_headers"]
+__all__ = [
+    "DEFAULT_WINDOW",
+    "REPLAY_ACK_BATCH",
+    "REPLAY_ACK_DELAY",
+    "MoveReport",
+    "dlq_route",
+    "move_selected",
+    "replay_headers",
+]
 
 DEFAULT_WINDOW = 64  # publishes awaiting their confirm at once
 log = logging.getLogger("warren.dlq")
@@ -64,6 +73,17 @@ class MoveReport:
     moved: int = 0
 
 
+def dlq_route(prefix: str, endpoint: str, lanes: int = 0) -> tuple[str, str, str | None]:
+    """The DLQ of ``endpoint``, and the exchange and routing key (None: the event type) a replay goes back by.
+
+    ``lanes`` > 0: a lane endpoint among that many lanes: its lane's DLQ, back to its lane by the default exchange.
+    """
+    if lanes:
+        lane = names.lane_of(endpoint, lanes)
+        return names.lane_dlq(prefix, lane), "", names.lane_queue(prefix, lane)
+    return names.dlq(prefix, endpoint), names.endpoint_exchange(prefix, endpoint), None
+
+
 def _copy(message: AbstractIncomingMessage, replayed_ms: int) -> Message:
     return wire.onward(message, replay_headers(dict(message.headers or {}), replayed_ms))
 
@@ -79,21 +99,27 @@ async def move_selected(
     scan: int = MAX_SCAN,
     window: int = DEFAULT_WINDOW,
     on_moved: Callable[[DeadLetter], None] | None = None,
+    lanes: int = 0,
 ) -> MoveReport:
     """Move the dead letters ``selection`` picks back into the endpoint's exchange; the rest stay, in order.
 
     Ordered endpoints re-hash each message on its ``warren-key`` there, so it lands in its key's partition.
+    A lane endpoint (``lanes``: the deployment's lane count) has no exchange: its letters are picked out of
+    its lane's DLQ by their ``warren-endpoint`` and go back to its lane; no other endpoint's letter is touched.
     Raises ReplayError at the first message RabbitMQ refuses (it stays in the DLQ, as does everything after).
     """
-    exchange_name = names.endpoint_exchange(prefix, endpoint)
+    source, exchange_name, key = dlq_route(prefix, endpoint, lanes)
+    if lanes:
+        selection = dataclasses.replace(selection, endpoint=endpoint)
     publisher = await ConfirmChannel(connection).open()
     try:
-        await existing_exchange(publisher.channel, exchange_name)
-        async with hold_messages(connection, names.dlq(prefix, endpoint), scan=scan) as held:
+        if exchange_name:
+            await existing_exchange(publisher.channel, exchange_name)
+        async with hold_messages(connection, source, scan=scan) as held:
             report = MoveReport(held.depth, len(held.messages))
             report.chosen = select(held.letters(), selection, newest_first=newest_first)
             if not dry_run and report.chosen:
-                await _move(publisher, exchange_name, held.messages, report, window, on_moved)
+                await _move(publisher, exchange_name, held.messages, report, window, on_moved, key)
             return report
     finally:
         await publisher.close()
@@ -106,6 +132,7 @@ async def _move(
     report: MoveReport,
     window: int,
     on_moved: Callable[[DeadLetter], None] | None,
+    routing_key: str | None = None,
 ) -> None:
     slots = asyncio.Semaphore(max(1, window))
     # aiormq matches a returned message to its publish by message_id: two copies of one event (a DLQ may
@@ -126,7 +153,8 @@ async def _move(
     async def one(letter: DeadLetter) -> None:
         message = messages[letter.position]
         try:
-            await publisher.publish(exchange, _copy(message, replayed_ms), letter.event_type, what="the copy")
+            key = routing_key if routing_key is not None else letter.event_type
+            await publisher.publish(exchange, _copy(message, replayed_ms), key, what="the copy")
         except UnroutableError:
             raise ReplayError(
                 f"{letter.event_id}: the endpoint's exchange routes it nowhere (no queue bound); "

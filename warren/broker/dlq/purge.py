@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from aio_pika.abc import AbstractConnection
 
+from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.probe import existing_queue
+from warren.broker.dlq.browse import MAX_SCAN, hold_messages
+from warren.broker.dlq.selection import Selection, select
 from warren.topology import names
 
-__all__ = ["purge_dlq"]
+__all__ = ["purge_dlq", "purge_selected"]
 
 
 async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) -> int:
@@ -24,3 +27,22 @@ async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) 
         return int(result.message_count or 0)
     finally:
         await close_channel(channel)
+
+
+async def purge_selected(
+    connection: AbstractConnection, queue: str, selection: Selection, *, scan: int = MAX_SCAN
+) -> tuple[int, int]:
+    """Delete the letters of ``queue`` that ``selection`` picks (a shared lane's DLQ: one endpoint's letters);
+    the rest return, in order. Returns (deleted, depth when it began)."""
+    async with hold_messages(connection, queue, scan=scan) as held:
+        chosen = select(held.letters(), selection)
+        # Batched acks, closed before the block hands the rest back (broker/dlq/move.py says why).
+        acks = AckBatcher()
+        for message in held.messages:
+            acks.track(message)
+        try:
+            for letter in chosen:
+                await acks.ack(held.messages[letter.position])
+        finally:
+            await acks.close()
+        return len(chosen), held.depth

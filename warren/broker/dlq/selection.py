@@ -50,6 +50,7 @@ class Selection:
     until_ms: int | None = None
     ids: frozenset[str] | None = None
     limit: int | None = None
+    endpoint: str | None = None  # a shared lane's DLQ: the letters naming this endpoint (warren-endpoint) only
 
     @property
     def narrows(self) -> bool:
@@ -60,9 +61,12 @@ class Selection:
             or self.until_ms is not None
             or self.ids is not None
             or (self.limit is not None)
+            or self.endpoint is not None
         )
 
     def matches(self, letter: DeadLetter) -> bool:
+        if self.endpoint is not None and letter.endpoint != self.endpoint:
+            return False
         if self.types and not any(topic_matches(p, letter.event_type) for p in self.types):
             return False
         if self.ids is not None and letter.event_id not in self.ids:

@@ -1,0 +1,84 @@
+"""Live lane endpoints: an apply declares nothing on the broker, only announces; workers route to them at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.conftest import TEST_SECRET
+from tests.support.health import wait_until
+from tests.support.receiver import Receiver
+from tests.support.setup_helpers import prefix_state
+from tests.support.topology import declare
+from warren.broker.amqp.connection import connect
+from warren.broker.events import Event
+from warren.broker.live_apply import LiveApplyError, apply_endpoint
+from warren.broker.management import ManagementClient
+from warren.broker.publisher import Publisher
+from warren.consumers.worker import Worker
+from warren.topology.config import Endpoint, WarrenConfig
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def endpoint(receiver: Receiver, name: str, **fields: Any) -> Endpoint:
+    return Endpoint.model_validate(
+        {"name": name, "url": f"{receiver.url}/{name}", "secret": TEST_SECRET, "events": ["order.*"], **fields}
+    )
+
+
+async def publish(config: WarrenConfig, events: list[Event]) -> None:
+    connection = await connect(config.broker.url)
+    try:
+        report = await (await Publisher.open(connection, config.broker.prefix)).publish_many(events)
+        assert not report.failed, report.failed
+    finally:
+        await connection.close()
+
+
+async def test_a_live_lane_endpoint_declares_nothing_and_is_served_at_once(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    async with Receiver() as receiver:
+        # Given a deployment with lanes and a worker following live endpoints
+        config = make_config([], lanes={"count": 4})
+        await declare(config)
+        async with Worker(config) as worker:
+            before = await prefix_state(management, prefix)
+            # When a lane endpoint is applied live
+            await apply_endpoint(config, endpoint(receiver, "late", home="lane"))
+            # Then the broker holds exactly what it held (the announcement is a message, not an object)
+            after = await prefix_state(management, prefix)
+            assert (set(after.queues), set(after.exchanges), after.bindings) == (
+                set(before.queues),
+                set(before.exchanges),
+                before.bindings,
+            )
+            # and the worker routes and delivers to it once it serves it
+            await _until_served(worker, "late")
+            events = [Event(type="order.paid", data={"n": i}) for i in range(5)]
+            await publish(config, events)
+            await receiver.wait_for(lambda r: r.ok_ids("/hook/late") == {e.id for e in events}, 10)
+
+
+async def _until_served(worker: Worker, name: str) -> None:
+    await wait_until(lambda: worker.lanes is not None and name in worker.lanes.index, 10, f"{name} served")
+
+
+async def test_a_lane_endpoint_is_refused_without_lanes_or_over_a_dedicated_one(
+    make_config: Callable[..., WarrenConfig],
+) -> None:
+    async with Receiver() as receiver:
+        # Without lanes: refused, naming the setting
+        plain = make_config([])
+        await declare(plain)
+        with pytest.raises(LiveApplyError, match=r"needs \[lanes\] count > 0"):
+            await apply_endpoint(plain, endpoint(receiver, "tail", home="lane"))
+        # Over an endpoint that has queues of its own: refused (moving between homes is not built)
+        await apply_endpoint(plain, endpoint(receiver, "busy"))
+        lanes = make_config([], lanes={"count": 2})
+        await declare(lanes)
+        with pytest.raises(LiveApplyError, match="moving a dedicated endpoint onto a lane is not built yet"):
+            await apply_endpoint(lanes, endpoint(receiver, "busy", home="lane"))

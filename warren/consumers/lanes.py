@@ -1,0 +1,240 @@
+"""Shared lanes, worker side: consume every lane, and deliver each message as its endpoint's own runner would.
+
+A lane (``{prefix}.lane.<i>``) holds the messages of every lane endpoint that hashes to it, each naming its
+endpoint in ``warren-endpoint`` (the routing stage, warren/consumers/lane_router.py, put it there). The worker
+consumes each lane on a channel of its own with ``[lanes] prefetch`` and hands each message to its endpoint's
+``LaneRunner``: an ``EndpointRunner`` that consumes nothing itself, so signing, the tenant check, the decision,
+retries through the delay chain (back to the lane, by the lane's name), dead letters (to the lane's DLQ, with
+the endpoint in a header), the attempt log, metrics and endpoint health are the dedicated path's, unchanged.
+
+Fairness inside a lane: each endpoint waits its turn in a FIFO of its own (its runner's ``slots``, at most
+``concurrency`` deliveries at once), and endpoints are served side by side. So that one slow or failing
+endpoint cannot hold the lane's prefetch window, an endpoint that already holds its share of it
+(``LaneConsumer.share``: the prefetch divided by the lane's busy endpoints, counted as at least two, and at
+most twice its concurrency) has each further message *parked*: moved through the delay chain back to the lane
+untouched (confirmed, then acked; no attempt counted), so the lane's head moves. A paused endpoint (its
+circuit open, paused, disabled) has its messages parked the same way, for longer.
+
+A message naming an endpoint this worker does not serve on a lane is parked too, up to ``UNSERVED_PARKS``
+times (counted in ``warren-lane-misses``): another worker may have heard of a new endpoint first and routed
+to it. Past that it is taken for a deleted endpoint's: acked and counted (``discarded``), never delivered to
+anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+
+from warren.broker import wire
+from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.broker.amqp.channels import close_channel
+from warren.consumers.decision import HandBack
+from warren.consumers.delivery import Delivery
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.settling import Settler
+from warren.topology import names
+from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
+from warren.transport.base import Transport
+
+__all__ = ["PARK_DELAY", "PAUSED_PARK_DELAY", "UNSERVED_PARKS", "UNSERVED_PARK_DELAY", "LaneConsumer", "LaneRunner"]
+
+log = logging.getLogger("warren.worker")
+
+PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane waits in the delay chain
+PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there
+UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked before it is discarded
+UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
+
+
+class LaneRunner(EndpointRunner):
+    """One lane endpoint's delivery: fed by the ``LaneConsumer``; consumes no queue of its own."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        policy: RetryPolicy,
+        delivery: DeliverySettings,
+        *,
+        prefix: str,
+        lanes: int,
+        delay_levels: int,
+        transport: Transport,
+        hooks: DeliveryHooks,
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None],
+    ) -> None:
+        self.lane = names.lane_of(endpoint.name, lanes)
+        super().__init__(
+            endpoint,
+            policy,
+            delivery,
+            queues=(names.lane_queue(prefix, self.lane),),
+            prefix=prefix,
+            delay_levels=delay_levels,
+            transport=transport,
+            hooks=hooks,
+            channel_acks=channel_acks,  # acks on the lane's channel, batched with its other endpoints'
+        )
+        self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to the lane's DLQ
+        self.slots = asyncio.Semaphore(endpoint.concurrency)  # the endpoint's FIFO: at most concurrency at once
+        self.assigned = []
+
+    async def open(self, connection: AbstractRobustConnection) -> None:
+        await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's is the LaneConsumer's
+
+    async def start_consuming(self) -> None:
+        self._accepting = True
+        self.paused_reason = None
+
+    def accepts(self, message: AbstractIncomingMessage) -> bool:
+        return self._accepting
+
+    async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
+        # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's
+        # head moves and no hand-back is counted against the message.
+        await self.settler.park(message, PAUSED_PARK_DELAY)
+
+    async def deliver(self, message: AbstractIncomingMessage) -> None:
+        """Deliver one message of the lane (its turn in this endpoint's FIFO first)."""
+        async with self.slots:
+            await self._on_message(message)
+
+
+class _Lane:
+    """One lane's consumer channel, its ack batcher, and how many messages each endpoint holds of it."""
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+        self.channel: AbstractChannel | None = None
+        self.queue: AbstractQueue | None = None
+        self.tag: str | None = None
+        self.acks = AckBatcher()
+        self.held: Counter[str] = Counter()
+
+
+class LaneConsumer:
+    """Consumes every lane; ``runners`` is the worker's live map of runners (the lane endpoints' among them)."""
+
+    def __init__(
+        self, prefix: str, count: int, prefetch: int, runners: Mapping[str, EndpointRunner], hooks: DeliveryHooks
+    ) -> None:
+        self.prefetch = prefetch
+        self.runners = runners
+        self.hooks = hooks
+        self.prefix = prefix
+        self.lanes = [_Lane(i, names.lane_queue(prefix, i)) for i in range(count)]
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.settler: Settler | None = None  # parks the messages of endpoints not served here
+
+    def acks_of(self, message: AbstractIncomingMessage) -> AckBatcher | None:
+        """The ack batcher of the lane channel ``message`` came on (None once that lane is not consumed)."""
+        for lane in self.lanes:
+            if lane.tag is not None and lane.tag == message.consumer_tag:
+                return lane.acks
+        return None
+
+    async def start(self, connection: AbstractRobustConnection, delay_levels: int) -> None:
+        self.settler = Settler(
+            "(lanes)",
+            ordered=False,
+            delay_levels=delay_levels,
+            return_queue=self.lanes[0].name,
+            return_partition=_never,
+            settled=lambda how: None,  # counted by the caller, under the endpoint the message names
+            clock=time.time,
+            partition_acks=self.acks_of,
+        )
+        await self.settler.open(connection, self.prefix)
+        for lane in self.lanes:
+            lane.channel = await connection.channel()
+            await lane.channel.set_qos(prefetch_count=self.prefetch)
+            lane.queue = await lane.channel.get_queue(lane.name, ensure=True)
+            lane.tag = await lane.queue.consume(functools.partial(self._on_message, lane))
+
+    async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        lane.acks.track(message)
+        try:
+            await self._dispatch(lane, message)
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _dispatch(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
+        name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+        runner = self.runners.get(name)
+        if not isinstance(runner, LaneRunner):
+            await self._unserved(lane, message, name)
+            return
+        if runner.paused_reason is not None or not runner.accepts(message):
+            await runner.settler.park(message, PAUSED_PARK_DELAY)
+            return
+        if lane.held[name] >= self.share(lane, name, runner.endpoint.concurrency):
+            await runner.settler.park(message, PARK_DELAY)  # over its share: the lane's head must move
+            return
+        lane.held[name] += 1
+        try:
+            await runner.deliver(message)
+        finally:
+            lane.held[name] -= 1
+            if not lane.held[name]:
+                del lane.held[name]
+
+    async def _unserved(self, lane: _Lane, message: AbstractIncomingMessage, name: str) -> None:
+        """Parked while another worker may know the endpoint and this one not yet; then taken for deleted."""
+        assert self.settler is not None
+        misses = wire.header_int((message.headers or {}).get(wire.H_LANE_MISSES)) or 0
+        if name and 0 <= misses < UNSERVED_PARKS:
+            extra = {wire.H_LANE_MISSES: misses + 1}
+            await self.settler.park(message, UNSERVED_PARK_DELAY, extra, return_queue=lane.name)
+            self.hooks.settled(name, "parked")
+            return
+        # Deleted (or never a lane endpoint): never delivered to anyone else, and not left to loop.
+        log.warning("discarded %s from %s: no lane endpoint %r here", message.message_id, lane.name, name)
+        self.hooks.settled(name or "(none)", "discarded")
+        with contextlib.suppress(Exception):
+            await lane.acks.ack(message)
+
+    def share(self, lane: _Lane, name: str, concurrency: int) -> int:
+        """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once.
+
+        The prefetch divided among the lane's busy endpoints, counted as at least two, so that one endpoint
+        never holds more than half the window and the others always find room; and at most twice its
+        ``concurrency``, so that its FIFO stays short. At least 1.
+        """
+        busy = sum(1 for other, held in lane.held.items() if held and other != name) + 1
+        return max(1, min(self.prefetch // max(2, busy), 2 * concurrency))
+
+    async def stop(self) -> None:
+        """Stop taking messages from the lanes (those delivered already are handled, or handed back)."""
+        for lane in self.lanes:
+            if lane.queue is not None and lane.tag is not None:
+                with contextlib.suppress(Exception):
+                    await lane.queue.cancel(lane.tag)
+
+    async def close(self, grace: float) -> None:
+        """Wait up to ``grace`` for the messages being handled, send their acks, close the lanes' channels."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        for lane in self.lanes:
+            await lane.acks.close()
+            await close_channel(lane.channel)
+            lane.channel, lane.tag = None, None
+        if self.settler is not None:
+            await self.settler.close()
+
+
+async def _never(message: AbstractIncomingMessage) -> None:
+    raise AssertionError("a lane is never handed back as a partition")
