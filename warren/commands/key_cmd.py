@@ -57,18 +57,6 @@ def _with_keys(settings: StoreSettings, use: Any) -> Any:
     return run(go())
 
 
-def _shown(key: ApiKey) -> dict[str, object]:
-    return {
-        "id": key.id,
-        "tenant": key.tenant,
-        "name": key.name,
-        "created_at": iso_utc(key.created_at),
-        "expires_at": iso_utc(key.expires_at),
-        "revoked_at": iso_utc(key.revoked_at),
-        "active": key.active(time.time()),
-    }
-
-
 @key_app.command("create")
 def create(
     tenant: TenantOption,
@@ -95,7 +83,7 @@ def create(
 
     key, secret = _with_keys(settings, make)
     if as_json:
-        typer.echo(json.dumps({**_shown(key), "key": secret}, indent=2))
+        typer.echo(json.dumps({**key.shown(time.time()), "key": secret}, indent=2))
         return
     console.print(f"key {key.id} of tenant {escape(tenant)} (shown once; the store keeps only its digest):")
     typer.echo(secret)
@@ -111,7 +99,7 @@ def list_keys(tenant: TenantOption, config: ConfigOption = None, as_json: JsonOp
 
     found: list[ApiKey] = _with_keys(settings, read)
     if as_json:
-        typer.echo(json.dumps([_shown(k) for k in found], indent=2))
+        typer.echo(json.dumps([k.shown(time.time()) for k in found], indent=2))
         return
     if not found:
         console.print(f"tenant {escape(tenant)} has no key", highlight=False)

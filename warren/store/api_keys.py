@@ -18,10 +18,12 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from warren.core.moments import iso_utc
 from warren.store.tables import ApiKeyRow
 from warren.store.tenants import ensure_tenant
 
@@ -45,6 +47,18 @@ class ApiKey:
 
     def active(self, now: float) -> bool:
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+    def shown(self, now: float) -> dict[str, Any]:
+        """What lists show of it, times in ISO 8601 (UTC): the admin API's answer and ``warren key --json``."""
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "name": self.name,
+            "created_at": iso_utc(self.created_at) or "",
+            "expires_at": iso_utc(self.expires_at),
+            "revoked_at": iso_utc(self.revoked_at),
+            "active": self.active(now),
+        }
 
 
 def new_key() -> tuple[str, str]:

@@ -31,15 +31,7 @@ _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def _out(key: ApiKey) -> KeyOut:
-    return KeyOut(
-        id=key.id,
-        tenant=key.tenant,
-        name=key.name,
-        created_at=iso_utc(key.created_at) or "",
-        expires_at=iso_utc(key.expires_at),
-        revoked_at=iso_utc(key.revoked_at),
-        active=key.active(time.time()),
-    )
+    return KeyOut(**key.shown(time.time()))
 
 
 async def _keys(request: web.Request) -> tuple[ApiKeyStore, str]:
