@@ -225,3 +225,22 @@ async def test_shrinking_partitions_and_delay_levels_leaves_prunable_leftovers(
     assert set(state.queues) == {q.name for q in plan.queues}
     assert set(state.exchanges) == {e.name for e in plan.exchanges}
     assert state.bindings == {(b.source, b.destination, b.destination_type, b.routing_key) for b in plan.bindings}
+
+
+async def test_lowering_the_lane_count_leaves_prunable_lanes_and_keeps_one_holding_messages(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, amqp_url: str, prefix: str
+) -> None:
+    # Given 4 lanes, lane 3 holding a message
+    endpoint = {"name": "acme", "url": "http://127.0.0.1:9/acme", "events": ["message.*"]}
+    await apply_setup(make_config([endpoint], lanes={"count": 4}))
+    await _publish(amqp_url, "", names.lane_queue(prefix, 3), 1)
+    # When the count goes down to 2: lanes 2 and 3 (and their DLQs) are reported, nothing is deleted
+    config = make_config([endpoint], lanes={"count": 2})
+    retired = {names.lane_queue(prefix, i) for i in (2, 3)} | {names.lane_dlq(prefix, i) for i in (2, 3)}
+    report = await apply_setup(config)
+    assert _actions(report) == dict.fromkeys(retired, "reported")
+    # And prune deletes the empty ones and keeps lane 3, which still holds its message
+    actions = _actions(await apply_setup(config, prune_leftovers=True))
+    assert actions == {**dict.fromkeys(retired, "deleted"), names.lane_queue(prefix, 3): "kept"}
+    state = await prefix_state(management, prefix)
+    assert set(state.queues) == {q.name for q in plan_topology(config).queues} | {names.lane_queue(prefix, 3)}

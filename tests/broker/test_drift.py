@@ -23,10 +23,11 @@ from warren.topology.planner import plan_topology
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
-def _config(*endpoints: dict[str, Any], cap: str = "1s") -> WarrenConfig:
+def _config(*endpoints: dict[str, Any], cap: str = "1s", lanes: int = 0) -> WarrenConfig:
     return WarrenConfig(
         broker={"prefix": "w"},
         retry={"base": "100ms", "cap": cap},
+        lanes={"count": lanes},
         endpoints=[{"url": "https://example.com/h", "secret": SECRET, **e} for e in endpoints],
     )
 
@@ -232,3 +233,28 @@ def test_a_delay_level_is_named_in_ascii_digits() -> None:
     # Then it is a leftover that is not in the plan, never called a delay level
     [leftover] = find_leftovers(plan, "w", exchanges, [*queues, odd], bindings)
     assert (leftover.name, leftover.reason) == ("w.delay.l\u0669\u0669.q", "not in the plan")
+
+
+def test_lanes_beyond_a_lowered_count_are_leftovers_and_the_rest_are_not() -> None:
+    # Given a broker declared with 4 lanes (and a lane-mate namespace that only looks alike)
+    old = plan_topology(_config({"name": "acme", "events": ["a.*"]}, lanes=4))
+    exchanges, queues, bindings = _as_declared(old)
+    lookalike = {**queues[0], "name": "wx.lane.3"}
+    # When the count is lowered to 2
+    new = plan_topology(_config({"name": "acme", "events": ["a.*"]}, lanes=2))
+    leftovers = find_leftovers(new, "w", exchanges, [*queues, lookalike], bindings)
+    # Then lanes 2 and 3 and their DLQs are leftovers, each saying why; the routing queue stays
+    by_name = {x.name: x for x in leftovers}
+    assert set(by_name) == {"w.lane.2", "w.lane.2.dlq", "w.lane.3", "w.lane.3.dlq"}
+    assert "beyond [lanes] count = 2" in by_name["w.lane.3"].reason
+    assert all(x.endpoint is None for x in leftovers)
+
+
+def test_turning_lanes_off_leaves_the_lanes_and_the_routing_queue_as_leftovers() -> None:
+    old = plan_topology(_config({"name": "acme", "events": ["a.*"]}, lanes=2))
+    exchanges, queues, bindings = _as_declared(old)
+    new = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
+    by_name = {x.name: x for x in find_leftovers(new, "w", exchanges, queues, bindings)}
+    assert set(by_name) == {"w.route", "w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq"}
+    assert "lanes are off" in by_name["w.route"].reason
+    assert "beyond [lanes] count = 0" in by_name["w.lane.1"].reason

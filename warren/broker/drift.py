@@ -6,13 +6,14 @@ silently keep). Bindings have no "differs": two bindings with other keys or argu
 A queue that only lacks arguments a policy can give (the delivery limit and dead-letter backstop added
 later, warren/broker/migration.py) is ``migrate``: setup covers it with a policy instead of failing.
 
-Objects in Warren's own namespaces (``{prefix}.ep.*`` and ``{prefix}.delay.*``) that the plan no longer
-has are *leftovers*: queues and exchanges of endpoints removed from the configuration, delay levels no
-longer needed, partitions beyond the configured count, and bindings the plan dropped (a removed event
-pattern) between two objects the plan still binds to each other. Names outside those namespaces are never
-touched, and neither are the queues the workers declare while they run (partition claims and rosters, see
-``names.is_runtime_queue``) nor bindings between a pair of objects the plan never binds (an operator's
-own, such as ``{prefix}.operator`` → an endpoint's exchange).
+Objects in Warren's own namespaces (``{prefix}.ep.*``, ``{prefix}.delay.*``, the lanes ``{prefix}.lane.<i>``
+and the routing stage's ``{prefix}.route``) that the plan no longer has are *leftovers*: queues and exchanges
+of endpoints removed from the configuration, delay levels no longer needed, partitions beyond the configured
+count, lanes (and their DLQs) beyond ``[lanes] count``, the routing queue once lanes are off, and bindings
+the plan dropped (a removed event pattern) between two objects the plan still binds to each other. Names
+outside those namespaces are never touched, and neither are the queues the workers declare while they run
+(partition claims and rosters, see ``names.is_runtime_queue``) nor bindings between a pair of objects the
+plan never binds (an operator's own, such as ``{prefix}.operator`` → an endpoint's exchange).
 """
 
 from __future__ import annotations
@@ -244,6 +245,7 @@ def compare(
 
 
 _LEVEL = re.compile(r"\.delay\.l([0-9]+)(?:\.q)?$")  # ASCII: \d would read "l٣" (another script) as level 3
+_LANE = re.compile(r"\.lane\.([0-9]+)(?:\.dlq)?")  # a lane or its DLQ, after the prefix (ASCII digits)
 
 
 def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:
@@ -255,8 +257,26 @@ def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:
     )
 
 
-def _leftover_reason(name: str, prefix: str, endpoints: set[str], levels: int) -> tuple[str, str | None] | None:
+def _lane_reason(name: str, prefix: str, lanes: int) -> str | None:
+    """Why a lane, a lane's DLQ or the routing stage's queue is not in the plan, or None when it is none of them."""
+    if name == names.route_queue(prefix) or name.startswith(f"{names.route_queue(prefix)}."):
+        return "lanes are off ([lanes] count = 0): no worker routes to lane endpoints" if not lanes else None
+    lane = _LANE.fullmatch(name[len(prefix) :]) if name.startswith(prefix) else None
+    if lane is None:
+        return None
+    return (
+        f"lane {int(lane.group(1))} is beyond [lanes] count = {lanes}: workers no longer consume it (raise the "
+        "count again until it is empty; its endpoints are now on other lanes)"
+    )
+
+
+def _leftover_reason(
+    name: str, prefix: str, endpoints: set[str], levels: int, lanes: int
+) -> tuple[str, str | None] | None:
     """Why an object in Warren's namespaces is not in the plan, or None when it is outside them."""
+    lane_reason = _lane_reason(name, prefix, lanes)
+    if lane_reason is not None:
+        return lane_reason, None
     endpoint_head, delay_head = f"{prefix}.ep.", f"{prefix}.delay."
     if name.startswith(endpoint_head):
         endpoint = name[len(endpoint_head) :].split(".", 1)[0]
@@ -282,6 +302,7 @@ def find_leftovers(
     endpoints = {q.endpoint for q in plan.queues if q.endpoint}
     planned_exchanges = {e.name for e in plan.exchanges}
     planned_queues = {q.name for q in plan.queues}
+    lanes = sum(1 for q in plan.queues if _LANE.fullmatch(q.name[len(prefix) :]) and not q.name.endswith(".dlq"))
     found: list[Leftover] = []
     kinds: tuple[tuple[Kind, Iterable[Mapping[str, Any]], set[str]], ...] = (
         ("exchange", exchanges, planned_exchanges),
@@ -292,7 +313,7 @@ def find_leftovers(
             name = record["name"]
             if name in planned or _runtime(kind, record, prefix):
                 continue
-            why = _leftover_reason(name, prefix, endpoints, plan.delay_levels)
+            why = _leftover_reason(name, prefix, endpoints, plan.delay_levels, lanes)
             if why is not None:
                 found.append(Leftover(kind, name, why[0], why[1]))
     planned_pairs = {(b.source, b.destination) for b in plan.bindings}
