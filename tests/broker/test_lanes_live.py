@@ -82,3 +82,21 @@ async def test_a_lane_endpoint_is_refused_without_lanes_or_over_a_dedicated_one(
         await declare(lanes)
         with pytest.raises(LiveApplyError, match="moving a dedicated endpoint onto a lane is not built yet"):
             await apply_endpoint(lanes, endpoint(receiver, "busy", home="lane"))
+
+
+async def test_events_waiting_for_a_restarted_worker_reach_the_live_lane_endpoints_it_reads_at_start(
+    make_config: Callable[..., WarrenConfig],
+) -> None:
+    async with Receiver() as receiver:
+        # Given a live lane endpoint, and no worker running while events are published for it
+        config = make_config([], lanes={"count": 2})
+        await declare(config)
+        async with Worker(config) as worker:
+            await apply_endpoint(config, endpoint(receiver, "quiet", home="lane"))
+            await _until_served(worker, "quiet")
+        events = [Event(type="order.paid", data={"n": i}) for i in range(20)]
+        await publish(config, events)
+        # When a worker starts: it learns the endpoint from the stream before its router takes any event
+        async with Worker(config):
+            # Then every event that waited in the routing queue is delivered, none routed to nobody
+            await receiver.wait_for(lambda r: r.ok_ids("/hook/quiet") == {e.id for e in events}, 15)

@@ -150,9 +150,6 @@ class Worker:
                 await runner.start_consuming()
         for claims in self.claims.values():
             await claims.start()
-        if self.lanes is not None:
-            await self.lanes.start(self.connection, self.lane_endpoints)
-            log.info("lanes consumed and routed", extra={"lanes": self.config.lanes.count})
         self.health.activate()
         if self.serve_live:
             self.live = LiveEndpoints(
@@ -164,6 +161,12 @@ class Worker:
                 keys=self.config.store.keys,
             )
             await self.live.start()
+        if self.lanes is not None:
+            # Only now: the router acks an event no endpoint in its index wants, so it must not take one before
+            # the live lane endpoints (read from the stream just above) are in the index; and the lanes wait
+            # too, so that a lane endpoint's message is never taken for an unknown endpoint's.
+            await self.lanes.start(self.connection, self.lane_endpoints)
+            log.info("lanes consumed and routed", extra={"lanes": self.config.lanes.count})
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in [*self.endpoints, *self.lane_endpoints]]})
 
