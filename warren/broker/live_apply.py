@@ -30,6 +30,7 @@ from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import announce, by, one_call_connection, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
+from warren.broker.route_fence import announce_to_routers
 from warren.core.errors import EndpointNotEmpty, LiveApplyError, TopologyError
 from warren.store.keys import StoreKeyError, sealer_from
 from warren.topology import names
@@ -151,7 +152,9 @@ async def _apply_lane_endpoint(
             f"endpoint {endpoint.name!r} has queues of its own ({', '.join(sorted(before.consumed))}): moving a "
             "dedicated endpoint onto a lane is not built yet; delete it and create it again on a lane"
         )
-    await announce(connection, settings.broker.prefix, record)
+    # Returns once every running router has it in its index (warren/broker/route_fence.py), so that an event
+    # published after the create reaches it, as a dedicated endpoint's bindings make sure for it.
+    await announce_to_routers(connection, settings.broker.prefix, record, settings.lanes.apply_wait)
 
 
 async def _apply_on(

@@ -25,6 +25,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 import aiormq.exceptions
@@ -35,6 +36,7 @@ from warren.broker.amqp.probe import all_exist
 from warren.broker.amqp.stream_read import read_to_end
 from warren.broker.endpoint_records import APPLY, EndpointRecord, SecretsUnavailable, decode_record
 from warren.broker.endpoint_state.operator_events import PUBLISH_FAILURES
+from warren.broker.route_fence import routed_reply
 from warren.core.errors import BrokerUnavailable, TopologyError
 from warren.store.keys import Sealer, StoreKeyError, sealer_from
 from warren.topology import names
@@ -62,8 +64,12 @@ class LiveEndpoints:
         unserve: Callable[[str], Awaitable[None]],
         file_managed: Collection[str] = (),
         keys: Sequence[str] = ("env:WARREN_STORE_KEY",),
+        routes: bool = False,
     ) -> None:
+        """``routes``: this worker runs a routing stage, and answers an announcement that asks (route_fence.py)."""
         self.url = url
+        self.routes = routes
+        self.identity = uuid.uuid4().hex  # this follower's name in its answers: each router counted once
         self.prefix = prefix
         self._serve = serve
         self._unserve = unserve
@@ -163,8 +169,20 @@ class LiveEndpoints:
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         record = decode_record(message)
-        if record is not None and self._learn(record):
-            self._spawn(self._sync(record.endpoint))
+        if record is None:
+            return
+        if self._learn(record):
+            self._spawn(self._sync(record.endpoint, message.reply_to))
+        elif message.reply_to:  # known already (a file's endpoint, or an older record): nothing to wait for
+            self._spawn(self._answer(message.reply_to))
+
+    async def _answer(self, reply_to: str | None) -> None:
+        """Tell the announcer that this worker's router has the endpoint in its index (route_fence.py)."""
+        channel = self._channel
+        if not (self.routes and reply_to) or channel is None:
+            return
+        with contextlib.suppress(*PUBLISH_FAILURES):  # the announcer has gone: nobody waits any more
+            await channel.default_exchange.publish(routed_reply(self.identity), routing_key=reply_to)
 
     def _learn(self, record: EndpointRecord) -> bool:
         """Keep ``record`` if it is the newest for its endpoint; True when it changed what is known."""
@@ -183,8 +201,16 @@ class LiveEndpoints:
         for name in list(self.known):
             await self._sync(name)
 
-    async def _sync(self, name: str) -> None:
-        """Make the served endpoint ``name`` what its latest record says (one change at a time)."""
+    async def _sync(self, name: str, reply_to: str | None = None) -> None:
+        """Make the served endpoint ``name`` what its latest record says (one change at a time); then answer
+        ``reply_to`` (an announcer waiting for the routers), whatever the outcome: it waits for the router to
+        have done what it will do with the record, not for it to succeed."""
+        try:
+            await self._sync_locked(name)
+        finally:
+            await self._answer(reply_to)
+
+    async def _sync_locked(self, name: str) -> None:
         async with self._lock:
             if self._halted:
                 return

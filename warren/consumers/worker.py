@@ -159,6 +159,7 @@ class Worker:
                 unserve=self.unserve_endpoint,
                 file_managed=[e.name for e in self.config.endpoints],
                 keys=self.config.store.keys,
+                routes=self.lanes is not None,
             )
             await self.live.start()
         if self.lanes is not None:
