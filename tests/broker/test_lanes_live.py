@@ -100,3 +100,25 @@ async def test_events_waiting_for_a_restarted_worker_reach_the_live_lane_endpoin
         async with Worker(config):
             # Then every event that waited in the routing queue is delivered, none routed to nobody
             await receiver.wait_for(lambda r: r.ok_ids("/hook/quiet") == {e.id for e in events}, 15)
+
+
+async def test_the_router_waits_while_its_live_follower_reconnects_instead_of_routing_with_a_stale_index(
+    make_config: Callable[..., WarrenConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("warren.consumers.live_endpoints.RECONNECT_DELAY", 2.0)
+    async with Receiver() as receiver:
+        # Given a routing worker whose live follower has just lost its connection (back in 2 s)
+        config = make_config([], lanes={"count": 2, "apply_wait": "100ms"})
+        await declare(config)
+        async with Worker(config) as worker:
+            assert worker.live is not None and worker.live._connection is not None
+            await worker.live._connection.close()
+            assert not worker.live.current.is_set()
+            # When a lane endpoint is created meanwhile (this worker cannot hear of it) and events follow at once
+            await apply_endpoint(config, endpoint(receiver, "meanwhile", home="lane"))
+            events = [Event(type="order.paid", data={"n": i}) for i in range(10)]
+            await publish(config, events)
+            assert "meanwhile" not in worker.lanes.index  # type: ignore[union-attr]
+            # Then the router holds them until the follower has read the stream again, and they all arrive
+            await receiver.wait_for(lambda r: r.ok_ids("/hook/meanwhile") == {e.id for e in events}, 15)
+            assert worker.live.current.is_set()

@@ -52,6 +52,11 @@ class LaneRouter:
         self._queue: AbstractQueue | None = None
         self._tag: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
+        # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
+        # wait (unacked, at most the prefetch) while the follower reconnects and reads the stream again.
+        self.index_current: asyncio.Event = asyncio.Event()
+        self.index_current.set()
 
     async def start(self, connection: AbstractRobustConnection) -> None:
         self._publisher = await ConfirmChannel(connection).open()
@@ -80,6 +85,7 @@ class LaneRouter:
 
     async def _route(self, message: AbstractIncomingMessage) -> None:
         assert self._publisher is not None
+        await self.index_current.wait()
         tenant, event_type = self._tenant_and_type(message)
         subscribers = self.index.subscribers(tenant, event_type)
         headers = dict(message.headers or {})

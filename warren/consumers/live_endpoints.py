@@ -77,6 +77,10 @@ class LiveEndpoints:
         self.known: dict[str, EndpointRecord] = {}  # latest record per endpoint
         self.serving: dict[str, Endpoint] = {}
         self.enabled = True  # False when the broker has no endpoints exchange (a topology set up before them)
+        # Set while what this worker knows is current: cleared from a lost connection until the stream has been
+        # read again. The router waits on it: it acks what its index says nobody wants, so it must not route
+        # with an index that may lack an endpoint created meanwhile.
+        self.current = asyncio.Event()
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
         self._lock = asyncio.Lock()
@@ -94,6 +98,7 @@ class LiveEndpoints:
     async def start(self) -> None:
         """Read the stream, serve the endpoints it holds, and follow the broadcast from then on."""
         if not await self._connect():
+            self.current.set()  # no stream: there are no live endpoints to know of
             return
         if isinstance(self._sealer, StoreKeyError):
             log.warning(
@@ -102,6 +107,7 @@ class LiveEndpoints:
                 self._sealer,
             )
         await self._sync_all()
+        self.current.set()
         self._loops.append(asyncio.create_task(self._refresh_loop(), name="live-endpoints-refresh"))
 
     async def close(self) -> None:
@@ -151,6 +157,7 @@ class LiveEndpoints:
         if self._halted or self._connection is None:
             return
         self._connection = None
+        self.current.clear()
         log.warning("live endpoints lost the RabbitMQ connection; serving the last known configuration; reconnecting")
         self._spawn(self._reconnect())
 
@@ -159,12 +166,14 @@ class LiveEndpoints:
             await asyncio.sleep(RECONNECT_DELAY)
             try:
                 if not await self._connect():
+                    self.current.set()
                     return
             except RECONNECT_FAILURES as exc:
                 log.warning("live endpoints: reconnect failed (%s); trying again", exc or type(exc).__name__)
                 continue
             log.info("live endpoints reconnected")
             await self._sync_all()
+            self.current.set()
             return
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:

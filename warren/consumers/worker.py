@@ -163,6 +163,8 @@ class Worker:
             )
             await self.live.start()
         if self.lanes is not None:
+            if self.live is not None:
+                self.lanes.router.index_current = self.live.current
             # Only now: the router acks an event no endpoint in its index wants, so it must not take one before
             # the live lane endpoints (read from the stream just above) are in the index; and the lanes wait
             # too, so that a lane endpoint's message is never taken for an unknown endpoint's.
