@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 
 from tests.conftest import TEST_SECRET
 from tests.support.health import wait_until
@@ -15,6 +16,7 @@ from tests.support.topology import declare
 from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
 from warren.broker.live_apply import LiveApplyError, apply_endpoint
+from warren.broker.live_remove import remove_endpoint
 from warren.broker.management import ManagementClient
 from warren.broker.publisher import Publisher
 from warren.consumers.worker import Worker
@@ -122,3 +124,27 @@ async def test_the_router_waits_while_its_live_follower_reconnects_instead_of_ro
             # Then the router holds them until the follower has read the stream again, and they all arrive
             await receiver.wait_for(lambda r: r.ok_ids("/hook/meanwhile") == {e.id for e in events}, 15)
             assert worker.live.current.is_set()
+
+
+async def test_a_worker_that_cannot_open_a_lane_endpoints_secrets_routes_its_events_to_the_lane_for_the_others(
+    make_config: Callable[..., WarrenConfig],
+) -> None:
+    async with Receiver() as receiver:
+        # Given two routing workers, one without the store key the endpoint's secrets are sealed with
+        config = make_config([], lanes={"count": 1})
+        keyless = make_config([], lanes={"count": 1}, store={"keys": [Fernet.generate_key().decode()]})
+        await declare(config)
+        async with Worker(config) as keyed, Worker(keyless) as other:
+            await apply_endpoint(config, endpoint(receiver, "sealed", home="lane"))
+            await _until_served(keyed, "sealed")
+            await wait_until(lambda: other.lanes is not None and "sealed" in other.lanes.index, 10, "routed by both")
+            assert "sealed" not in other.runners
+            # When events are published (each router takes its share of them)
+            events = [Event(type="order.paid", data={"n": i}) for i in range(30)]
+            await publish(config, events)
+            # Then every event reaches the endpoint: the keyless router put its copies in the lane, where the
+            # keyless worker parked what it took and the keyed one delivered it; none was acked for nobody
+            await receiver.wait_for(lambda r: r.ok_ids("/hook/sealed") == {e.id for e in events}, 30)
+            # And once the endpoint is removed, the keyless worker stops routing to it
+            await remove_endpoint(config, "sealed", force=True)
+            await wait_until(lambda: "sealed" not in other.lanes.index, 10, "no longer routed")  # type: ignore[union-attr]

@@ -31,7 +31,7 @@ class LaneStage:
         self.hooks = hooks
         prefix, lanes = config.broker.prefix, config.lanes
         self.index = SubscriptionIndex()
-        self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks)
+        self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks, known=self.index.__contains__)
         self.router = LaneRouter(prefix, lanes.count, lanes.route_prefetch, self.index)
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:

@@ -126,10 +126,18 @@ class LaneConsumer:
     """Consumes every lane; ``runners`` is the worker's live map of runners (the lane endpoints' among them)."""
 
     def __init__(
-        self, prefix: str, count: int, prefetch: int, runners: Mapping[str, EndpointRunner], hooks: DeliveryHooks
+        self,
+        prefix: str,
+        count: int,
+        prefetch: int,
+        runners: Mapping[str, EndpointRunner],
+        hooks: DeliveryHooks,
+        known: Callable[[str], bool] = lambda name: False,
     ) -> None:
+        """``known(name)``: the endpoint is a lane endpoint this worker routes to (in its router's index)."""
         self.prefetch = prefetch
         self.runners = runners
+        self.known = known
         self.hooks = hooks
         self.prefix = prefix
         self.lanes = [_Lane(i, names.lane_queue(prefix, i)) for i in range(count)]
@@ -176,6 +184,13 @@ class LaneConsumer:
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         runner = self.runners.get(name)
         if not isinstance(runner, LaneRunner):
+            if name and self.known(name):
+                # Known, but without a runner here (its secrets not opened here, its runner failing to start):
+                # held like a paused endpoint's, never counted towards being taken for a deleted one.
+                assert self.settler is not None
+                await self.settler.park(message, PAUSED_PARK_DELAY, return_queue=lane.name)
+                self.hooks.settled(name, "parked")
+                return
             await self._unserved(lane, message, name)
             return
         if runner.paused_reason is not None or not runner.accepts(message):

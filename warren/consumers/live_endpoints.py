@@ -65,10 +65,15 @@ class LiveEndpoints:
         file_managed: Collection[str] = (),
         keys: Sequence[str] = ("env:WARREN_STORE_KEY",),
         routes: bool = False,
+        route_unserved: Callable[[Endpoint], None] = lambda layout: None,
     ) -> None:
-        """``routes``: this worker runs a routing stage, and answers an announcement that asks (route_fence.py)."""
+        """``routes``: this worker runs a routing stage, and answers an announcement that asks (route_fence.py).
+        ``route_unserved(layout)``: an endpoint whose secrets cannot be opened here is still routed to (its lane
+        holds its copies for a worker that can); ``unserve`` ends that when it is removed."""
         self.url = url
         self.routes = routes
+        self._route_unserved = route_unserved
+        self._routed_unserved: set[str] = set()  # routed to but not served here (route_unserved, a failed serve)
         self.identity = uuid.uuid4().hex  # this follower's name in its answers: each router counted once
         self.prefix = prefix
         self._serve = serve
@@ -233,12 +238,19 @@ class LiveEndpoints:
                         kept = "last configuration kept" if name in self.serving else "not served"
                         log.error("live endpoint %s %s: %s", name, kept, exc, extra={"endpoint": name})
                     self.unopened[name] = str(exc)
+                    if name not in self.serving:
+                        with contextlib.suppress(ValueError):
+                            self._route_unserved(record.endpoint_layout())
+                            self._routed_unserved.add(name)
                     return
                 except ValueError as exc:
                     log.error("live endpoint %s: record not applied, last configuration kept: %s", name, exc)
                     return
             self.unopened.pop(name, None)
             current = self.serving.get(name)
+            if current is None and wanted is None and name in self._routed_unserved:
+                self._routed_unserved.discard(name)
+                await self._unserve(name)  # routed to without being served here: removed, so no longer
             if current == wanted:
                 return
             if current is not None:
@@ -251,9 +263,12 @@ class LiveEndpoints:
                     await self._serve(wanted)
                 except SERVE_FAILURES as exc:
                     # Its queues are not there yet (say, an apply interrupted before it declared them): try again.
+                    # A lane endpoint stays routed to meanwhile (Worker.serve_endpoint), its copies waiting.
                     log.error("live endpoint %s not served yet (%s); trying again", name, exc or type(exc).__name__)
+                    self._routed_unserved.add(name)
                     self._spawn(self._sync_later(name))
                     return
+                self._routed_unserved.discard(name)
                 self.serving[name] = wanted
                 took = time.monotonic() - started
                 log.info("live endpoint %s: serving (started in %.0f ms)", name, took * 1000, extra={"endpoint": name})

@@ -160,6 +160,7 @@ class Worker:
                 file_managed=[e.name for e in self.config.endpoints],
                 keys=self.config.store.keys,
                 routes=self.lanes is not None,
+                route_unserved=self.route_unserved,
             )
             await self.live.start()
         if self.lanes is not None:
@@ -201,12 +202,9 @@ class Worker:
             # its unserve_endpoint, misses no event. Copies that reach its lane before its runner is ready wait.
             self.lanes.add(endpoint)
         runner = self._runner(endpoint)
-        try:
-            await runner.open(self.connection)
-        except BaseException:
-            if self.lanes is not None:
-                self.lanes.remove(endpoint.name)
-            raise
+        # A lane endpoint whose runner fails to open stays in the router's index: its copies wait in its lane
+        # (parked as a known endpoint's) while the live follower tries again, rather than being routed to nobody.
+        await runner.open(self.connection)
         self.runners[endpoint.name] = runner
         try:
             may_consume = await self.health.serve(endpoint.name, runner)
@@ -222,6 +220,13 @@ class Worker:
         except BaseException:
             await self.unserve_endpoint(endpoint.name)
             raise
+
+    def route_unserved(self, layout: Endpoint) -> None:
+        """Route to lane endpoint ``layout`` though this worker cannot serve it (its secrets cannot be opened here):
+        its copies wait in its lane for a worker that can, instead of this router acking its events as wanted by
+        nobody. ``unserve_endpoint`` takes it out."""
+        if self.lanes is not None and layout.home == "lane" and layout.name not in self.runners:
+            self.lanes.add(layout)
 
     async def unserve_endpoint(self, name: str) -> None:
         """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""
