@@ -184,6 +184,13 @@ class LaneConsumer:
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         runner = self.runners.get(name)
         if not isinstance(runner, LaneRunner):
+            if runner is not None:
+                # The endpoint has queues of its own now (promoted while this copy was in its lane, or on its way
+                # back to it through the delay chain): the copy follows it, into its exchange, attempts kept.
+                assert self.settler is not None
+                await self.settler.forward(message, names.endpoint_exchange(self.prefix, name))
+                self.hooks.settled(name, "parked")
+                return
             if name and self.known(name):
                 # Known, but without a runner here (its secrets not opened here, its runner failing to start):
                 # held like a paused endpoint's, never counted towards being taken for a deleted one.

@@ -173,6 +173,12 @@ class Settler:
         key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
         await self._move(message, self._delay_exchange, key, headers, "parked")
 
+    async def forward(self, message: AbstractIncomingMessage, exchange: str) -> None:
+        """Move the message untouched (its attempt count kept) into ``exchange``, confirmed, then ack it: a lane
+        endpoint's copy following the endpoint to the queues of its own it was promoted to."""
+        headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
+        await self._move(message, exchange, message.routing_key or "", headers, "parked")
+
     async def _move(
         self,
         message: AbstractIncomingMessage,
