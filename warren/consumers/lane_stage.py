@@ -32,7 +32,16 @@ class LaneStage:
         prefix, lanes = config.broker.prefix, config.lanes
         self.index = SubscriptionIndex()
         self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks)
-        self.router = LaneRouter(prefix, lanes.count, lanes.route_prefetch, self.index)
+        self.router = LaneRouter(
+            prefix,
+            lanes.count,
+            lanes.route_prefetch,
+            self.index,
+            delay_levels=delay_levels(config),
+            attempts=lanes.route_attempts,
+            retry_delay=lanes.route_retry_delay,
+            settled=hooks.settled,
+        )
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""

@@ -286,6 +286,11 @@ class LaneSettings(_Frozen):
     count: int = Field(default=0, ge=0, le=1024, description="lanes (quorum queues shared by lane endpoints); 0: off")
     prefetch: int = Field(default=64, ge=1, le=10_000, description="messages a worker holds unacked per lane")
     route_prefetch: int = Field(default=64, ge=1, le=10_000, description="events the routing stage holds at once")
+    # An event whose copies could not all be stored is routed again (warren/consumers/route_attempts.py): through
+    # the delay chain after route_retry_delay, doubling each time (at most a minute), and to {prefix}.route.dlq
+    # once route_attempts attempts failed. Warren counts them in a header, never spending a delivery limit.
+    route_attempts: int = Field(default=10, ge=1, le=1000, description="routing attempts before the route DLQ")
+    route_retry_delay: PositiveDuration = 1.0
 
 
 class CircuitSettings(_Frozen):
