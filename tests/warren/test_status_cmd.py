@@ -209,7 +209,9 @@ def test_the_text_view_shows_the_routing_stage_and_its_dead_letters_when_lanes_a
 
     base = Status(0, "/", "w", (), (), None)
     assert "routing stage" not in text(base)  # lanes off: no row
-    shown = text(Status(0, "/", "w", (), (), None, (row("w.route", 4), row("w.route.dlq", 2))))
+    with_lanes = Status(0, "/", "w", (), (), None, (row("w.route", 4), row("w.route.dlq", 2)))
+    shown = text(with_lanes)
+    assert [r["ready"] for r in with_lanes.to_json()["routing"]] == [4, 2] and not base.to_json()["routing"]
     assert "routing stage (lane endpoints) · 4 events waiting (w.route) · 2 dead letters (w.route.dlq)" in shown
     missing = text(Status(0, "/", "w", (), (), None, (row("w.route", 0), row("w.route.dlq", 0, exists=False))))
     assert "w.route.dlq missing: run warren setup" in missing
