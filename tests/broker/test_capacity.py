@@ -8,8 +8,6 @@ a node of its own with a low open-files limit (WARREN_TEST_LOW_FD_AMQP_URL and _
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 
 from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
+from tests.support.low_files import LOW_MANAGEMENT, low_node_vhost, needs_low_node
 from tests.support.rabbit import RabbitServer
 from tests.support.setup_helpers import prefix_state
 from warren.broker.applier import SetupFailed, apply_setup
@@ -219,36 +218,25 @@ async def test_the_cli_override_declares_past_the_check(
 
 # --- on a node of its own with a low open-files limit -------------------------------------------------------
 
-LOW_AMQP = os.environ.get("WARREN_TEST_LOW_FD_AMQP_URL")
-LOW_MANAGEMENT = os.environ.get("WARREN_TEST_LOW_FD_MANAGEMENT_URL")
-
 
 @pytest.mark.lowfiles
-@pytest.mark.skipif(not (LOW_AMQP and LOW_MANAGEMENT), reason="needs a 3.10 node with a low open-files limit")
+@needs_low_node
 @pytest.mark.timeout(120)
 async def test_a_low_limit_node_takes_what_fits_and_still_accepts_connections() -> None:
-    assert LOW_AMQP and LOW_MANAGEMENT
-    vhost = f"warren-lowfd-{uuid.uuid4().hex[:8]}"
-    server = RabbitServer(LOW_AMQP, LOW_MANAGEMENT)
-    async with ManagementClient(server.management_base, server.user, server.password, vhost, timeout=120) as api:
-        await api.create_vhost(vhost, "guest")
-        try:
-            url = LOW_AMQP.rstrip("/") + f"/{vhost}"
+    async with low_node_vhost("warren-lowfd") as (api, url):
 
-            def config(n: int) -> WarrenConfig:
-                broker = {"url": url, "management_url": LOW_MANAGEMENT, "prefix": "low"}
-                eps = [{"secret": TEST_SECRET, **e} for e in endpoints(n)]
-                return WarrenConfig(broker=broker, endpoints=eps, **SECTIONS)
+        def config(n: int) -> WarrenConfig:
+            broker = {"url": url, "management_url": LOW_MANAGEMENT, "prefix": "low"}
+            eps = [{"secret": TEST_SECRET, **e} for e in endpoints(n)]
+            return WarrenConfig(broker=broker, endpoints=eps, **SECTIONS)
 
-            nodes = await read_nodes(api)
-            count = overflowing(nodes, fixed_quorum_queues(config(0)))
-            assert count is not None and nodes[0].fd_total <= 4096, "not a low-limit 3.10 node"
-            with pytest.raises(SetupFailed):
-                await apply_setup(config(count))
-            # One endpoint fewer fits, with the reserve left for connections: new ones are still accepted
-            await apply_setup(config(count - 1))
-            for _ in range(3):
-                connection = await asyncio.wait_for(aio_pika.connect(url), 10)
-                await connection.close()
-        finally:
-            await api.delete_vhost(vhost)
+        nodes = await read_nodes(api)
+        count = overflowing(nodes, fixed_quorum_queues(config(0)))
+        assert count is not None and nodes[0].fd_total <= 4096, "not a low-limit 3.10 node"
+        with pytest.raises(SetupFailed):
+            await apply_setup(config(count))
+        # One endpoint fewer fits, with the reserve left for connections: new ones are still accepted
+        await apply_setup(config(count - 1))
+        for _ in range(3):
+            connection = await asyncio.wait_for(aio_pika.connect(url), 10)
+            await connection.close()

@@ -255,6 +255,6 @@ def test_turning_lanes_off_leaves_the_lanes_and_the_routing_queue_as_leftovers()
     exchanges, queues, bindings = _as_declared(old)
     new = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
     by_name = {x.name: x for x in find_leftovers(new, "w", exchanges, queues, bindings)}
-    assert set(by_name) == {"w.route", "w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq"}
+    assert set(by_name) == {"w.route", "w.route.dlq", "w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq"}
     assert "lanes are off" in by_name["w.route"].reason
     assert "beyond [lanes] count = 0" in by_name["w.lane.1"].reason

@@ -15,7 +15,7 @@ from warren.broker.management import ManagementClient
 from warren.broker.status import collect_status
 from warren.topology import names
 from warren.topology.config import WarrenConfig
-from warren.topology.planner import plan_topology
+from warren.topology.planner import plan_topology, queue_arguments
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -80,3 +80,28 @@ async def test_status_shows_a_lane_endpoint_its_shared_lane_and_dlq(
         (names.lane_queue(prefix, lane), f"lane {lane} (shared)", True)
     ]
     assert (endpoint.dlq.name, endpoint.dlq.exists) == (names.lane_dlq(prefix, lane), True)
+    # and the routing stage's queue and DLQ have rows of their own
+    assert [(q.name, q.exists, q.ready) for q in status.routing] == [
+        (names.route_queue(prefix), True, 0),
+        (names.route_dlq(prefix), True, 0),
+    ]
+
+
+async def test_a_routing_queue_declared_before_its_backstop_is_migrated_by_policy(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    # Given a routing queue declared as the first lanes release did (no dead-letter route)
+    config = make_config(lane_endpoints(1), lanes={"count": 2})
+    route = names.route_queue(prefix)
+    connection = await aio_pika.connect(config.broker.url)
+    async with connection:
+        channel = await connection.channel()
+        await channel.declare_queue(route, durable=True, arguments=dict(queue_arguments("quorum")))
+    # When set up
+    report = await apply_setup(config)
+    # Then it is not drift: a policy of Warren's gives it the backstop into the routing stage's DLQ
+    assert report.applied and not report.drift
+    policies = [p for p in await management.policies() if p["name"].startswith(f"{prefix}.limits")]
+    (policy,) = [p for p in policies if p["definition"].get("dead-letter-routing-key") == "route.stage"]
+    assert policy["definition"]["dead-letter-exchange"] == names.dead_exchange(prefix)
+    assert (await apply_setup(config)).no_change

@@ -92,7 +92,7 @@ def plan() -> Plan:
     return plan_topology(config({"name": "acme"}, *lane_endpoints(3), lanes={"count": 4}))
 
 
-def test_the_plan_declares_the_lanes_their_dlqs_and_the_router(plan: Plan) -> None:
+def test_the_plan_declares_the_lanes_their_dlqs_and_the_router_and_its_dlq(plan: Plan) -> None:
     for lane in range(4):
         queue = plan.queue(names.lane_queue(P, lane))
         # a lane is consumed like a work queue: the delivery limit's backstop routes to its own DLQ
@@ -111,9 +111,26 @@ def test_the_plan_declares_the_lanes_their_dlqs_and_the_router(plan: Plan) -> No
         into_dead = {(b.source, b.routing_key) for b in plan.bindings if b.destination == dead.name}
         assert into_dead == {(names.dead_exchange(P), f"lane.{lane}")}
     route = names.route_queue(P)
-    assert plan.queue(route).arguments["x-queue-type"] == "quorum"
+    # the router's input: every event of both exchanges, and events sent round again through the delay chain;
+    # like a lane, the delivery limit's backstop routes to its own DLQ
+    assert dict(plan.queue(route).arguments) == {
+        "x-queue-type": "quorum",
+        "x-delivery-limit": DELIVERY_LIMIT,
+        "x-dead-letter-exchange": names.dead_exchange(P),
+        "x-dead-letter-routing-key": "route.stage",
+        "x-dead-letter-strategy": "at-least-once",
+        "x-overflow": "reject-publish",
+    }
     into_route = {(b.source, b.routing_key) for b in plan.bindings if b.destination == route}
-    assert into_route == {(names.events_exchange(P), "#"), (names.tenants_exchange(P), "#")}
+    assert into_route == {
+        (names.events_exchange(P), "#"),
+        (names.tenants_exchange(P), "#"),
+        (names.delay_due_exchange(P), f"#.{route}"),
+    }
+    route_dlq = plan.queue(names.route_dlq(P))
+    assert "x-dead-letter-exchange" not in route_dlq.arguments and "x-message-ttl" not in route_dlq.arguments
+    into_route_dlq = {(b.source, b.routing_key) for b in plan.bindings if b.destination == route_dlq.name}
+    assert into_route_dlq == {(names.dead_exchange(P), "route.stage")}
 
 
 def test_lane_endpoints_own_nothing_on_the_broker(plan: Plan) -> None:

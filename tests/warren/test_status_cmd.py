@@ -191,3 +191,27 @@ async def test_a_watch_goes_on_through_a_lost_broker_and_ctrl_c_ends_it_while_th
             proxy.resume()
             signal_child(process)
             await process.wait()
+
+
+def test_the_text_view_shows_the_routing_stage_and_its_dead_letters_when_lanes_are_on() -> None:
+    from rich.console import Console
+
+    from warren.broker.status import QueueRow, Status
+    from warren.commands.status_cmd import render_status
+
+    def row(name: str, ready: int, exists: bool = True) -> QueueRow:
+        return QueueRow(name, "", exists, ready, 1, 0, None, None)
+
+    def text(status: Status) -> str:
+        console = Console(width=200, record=True)
+        console.print(render_status(status))
+        return console.export_text()
+
+    base = Status(0, "/", "w", (), (), None)
+    assert "routing stage" not in text(base)  # lanes off: no row
+    with_lanes = Status(0, "/", "w", (), (), None, (row("w.route", 4), row("w.route.dlq", 2)))
+    shown = text(with_lanes)
+    assert [r["ready"] for r in with_lanes.to_json()["routing"]] == [4, 2] and not base.to_json()["routing"]
+    assert "routing stage (lane endpoints) · 4 events waiting (w.route) · 2 dead letters (w.route.dlq)" in shown
+    missing = text(Status(0, "/", "w", (), (), None, (row("w.route", 0), row("w.route.dlq", 0, exists=False))))
+    assert "w.route.dlq missing: run warren setup" in missing

@@ -116,6 +116,7 @@ class Status:
     endpoints: tuple[EndpointStatus, ...]
     delay: tuple[DelayLevel, ...]  # shared by every endpoint: a message's endpoint is only in its routing key
     management_error: str | None  # why unacked counts and rates are missing, when they are
+    routing: tuple[QueueRow, ...] = ()  # with lanes: the routing stage's queue, then its DLQ
 
     @property
     def retries_waiting(self) -> int:
@@ -228,6 +229,12 @@ async def collect_status(
                 for level in range(plan.delay_levels)
             ]
         )
+        routing: tuple[QueueRow, ...] = ()
+        if config.lanes.count:
+            routing = (
+                await row(names.route_queue(prefix), "routing stage"),
+                await row(names.route_dlq(prefix), "routing stage dead letters"),
+            )
     finally:
         await probe.close()
-    return Status(int(time.time() * 1000), config.broker.vhost, prefix, tuple(result), delay, management_error)
+    return Status(int(time.time() * 1000), config.broker.vhost, prefix, tuple(result), delay, management_error, routing)

@@ -99,6 +99,16 @@ def _delay_view(status: Status) -> RenderableType:
     return Group(heading, table, Text("(levels holding no message are left out)", "dim"))
 
 
+def _routing_view(status: Status) -> RenderableType:
+    """The lanes' routing stage: events waiting to be fanned out, and those it gave up on (its DLQ)."""
+    route, dead = status.routing
+    parts = []
+    for queue, what in ((route, "events waiting"), (dead, "dead letters")):
+        count = f"[bold]{queue.ready}[/] {what}" if queue.exists else f"{queue.name} missing: run warren setup"
+        parts.append(f"{count} ({queue.name})" if queue.exists else count)
+    return Text.from_markup("routing stage (lane endpoints) · " + " · ".join(parts))
+
+
 def render_status(status: Status) -> RenderableType:
     head = Text(
         f"Warren status · vhost {status.vhost!r} · prefix {status.prefix!r} · {format_ms(status.taken_at_ms)}",
@@ -108,6 +118,8 @@ def render_status(status: Status) -> RenderableType:
     missing = NOT_KNOWN if status.management_error else NO_SAMPLE  # `?` always comes with its reason, below
     for endpoint in status.endpoints:
         parts += [_endpoint_view(endpoint, missing), Text()]
+    if status.routing:
+        parts += [_routing_view(status), Text()]
     parts += [_delay_view(status), Text()]
     note = SOURCES
     if status.management_error:

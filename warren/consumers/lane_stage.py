@@ -29,10 +29,20 @@ class LaneStage:
     def __init__(self, config: WarrenConfig, runners: Mapping[str, EndpointRunner], hooks: DeliveryHooks) -> None:
         self.config = config
         self.hooks = hooks
+        self.runners = runners
         prefix, lanes = config.broker.prefix, config.lanes
         self.index = SubscriptionIndex()
         self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks, known=self.index.__contains__)
-        self.router = LaneRouter(prefix, lanes.count, lanes.route_prefetch, self.index)
+        self.router = LaneRouter(
+            prefix,
+            lanes.count,
+            lanes.route_prefetch,
+            self.index,
+            delay_levels=delay_levels(config),
+            attempts=lanes.route_attempts,
+            retry_delay=lanes.route_retry_delay,
+            settled=hooks.settled,
+        )
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
@@ -47,6 +57,13 @@ class LaneStage:
             hooks=self.hooks,
             channel_acks=self.consumer.acks_of,
         )
+
+    def route_unserved(self, layout: Endpoint) -> None:
+        """Route to lane endpoint ``layout`` though this worker cannot serve it (its secrets cannot be opened here):
+        its copies wait in its lane for a worker that can, instead of this router acking its events as wanted by
+        nobody. The worker's ``unserve_endpoint`` takes it out."""
+        if layout.home == "lane" and layout.name not in self.runners:
+            self.index.add(layout)
 
     def add(self, endpoint: Endpoint) -> None:
         self.index.add(endpoint)

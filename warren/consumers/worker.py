@@ -160,15 +160,13 @@ class Worker:
                 file_managed=[e.name for e in self.config.endpoints],
                 keys=self.config.store.keys,
                 routes=self.lanes is not None,
-                route_unserved=self.route_unserved,
+                route_unserved=self.lanes.route_unserved if self.lanes is not None else lambda layout: None,
             )
             await self.live.start()
         if self.lanes is not None:
             if self.live is not None:
                 self.lanes.router.index_current = self.live.current
-            # Only now: the router acks an event no endpoint in its index wants, so it must not take one before
-            # the live lane endpoints (read from the stream just above) are in the index; and the lanes wait
-            # too, so that a lane endpoint's message is never taken for an unknown endpoint's.
+            # Only now, with the live lane endpoints in the index: the router acks what nobody in it wants.
             await self.lanes.start(self.connection, self.lane_endpoints)
             log.info("lanes consumed and routed", extra={"lanes": self.config.lanes.count})
         self.ready.set()
@@ -220,13 +218,6 @@ class Worker:
         except BaseException:
             await self.unserve_endpoint(endpoint.name)
             raise
-
-    def route_unserved(self, layout: Endpoint) -> None:
-        """Route to lane endpoint ``layout`` though this worker cannot serve it (its secrets cannot be opened here):
-        its copies wait in its lane for a worker that can, instead of this router acking its events as wanted by
-        nobody. ``unserve_endpoint`` takes it out."""
-        if self.lanes is not None and layout.home == "lane" and layout.name not in self.runners:
-            self.lanes.add(layout)
 
     async def unserve_endpoint(self, name: str) -> None:
         """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""

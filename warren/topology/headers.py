@@ -32,6 +32,10 @@ __all__ = [
     "H_PUBLISHED",
     "H_REPLAYED",
     "H_REQUEST_HEADERS",
+    "H_ROUTE_ATTEMPT",
+    "H_ROUTE_OWED",
+    "H_ROUTE_TENANT",
+    "H_ROUTE_TYPE",
     "H_SEQUENCE",
     "H_SHOVELLED",
     "H_SOURCE",
@@ -56,6 +60,11 @@ H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
 H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
 H_LANE_MISSES = "warren-lane-misses"  # a lane message parked because its endpoint was not (yet) served: how often
+# The routing stage's own (warren/consumers/route_attempts.py), on an event it sends round again or dead-letters:
+H_ROUTE_ATTEMPT = "warren-route-attempt"  # routing attempts already made; never derived from x-delivery-count
+H_ROUTE_OWED = "warren-route-owed"  # lane endpoints whose copies are still owed, comma-separated; absent: all
+H_ROUTE_TYPE = "warren-route-type"  # the event type it was published with (the delay chain's key replaces it)
+H_ROUTE_TENANT = "warren-route-tenant"  # and its tenant, when it was published for one
 H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"

@@ -39,6 +39,8 @@ __all__ = [
     "partition_roster",
     "probe_lock",
     "queue_endpoint",
+    "route_dead_key",
+    "route_dlq",
     "route_queue",
     "state_queue",
     "tenant_routing_key",
@@ -110,6 +112,16 @@ def lane_dead_key(lane: int) -> str:
 def route_queue(prefix: str) -> str:
     """The routing stage's input: every published event, fanned out by workers to the lane endpoints."""
     return f"{prefix}.route"
+
+
+def route_dlq(prefix: str) -> str:
+    """The routing stage's dead letters: events not routed within ``[lanes] route_attempts`` attempts."""
+    return f"{prefix}.route.dlq"
+
+
+def route_dead_key() -> str:
+    """The routing key on the dead exchange for the routing stage (the ``.`` keeps it apart from endpoint names)."""
+    return "route.stage"
 
 
 def lane_of(endpoint: str, count: int) -> int:

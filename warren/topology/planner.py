@@ -168,7 +168,7 @@ def _inbound_objects(config: WarrenConfig, source: InboundSource) -> tuple[list[
 
 
 def _lane_objects(prefix: str, qtype: str, count: int) -> tuple[list[Queue], list[Binding]]:
-    """The lanes (docs/architecture.md, "Lanes"): ``count`` shared queues, a DLQ each, and the router's input.
+    """The lanes (docs/architecture.md, "Lanes"): ``count`` shared queues, a DLQ each, the router's input and DLQ.
 
     A lane is consumed like a work queue: retries come back to it through the delay chain by its name, and its
     dead letters go to the dead exchange keyed ``lane.<i>``, so that each lane's DLQ holds only its lane's.
@@ -184,10 +184,16 @@ def _lane_objects(prefix: str, qtype: str, count: int) -> tuple[list[Queue], lis
         queues += [queue, dead]
         bindings.append(Binding(names.delay_due_exchange(prefix), queue.name, "queue", f"#.{queue.name}"))
         bindings.append(Binding(names.dead_exchange(prefix), dead.name, "queue", dead_key))
-    route = Queue(names.route_queue(prefix), queue_arguments(qtype), role="routing stage (lane endpoints)")
-    queues.append(route)
+    # The router's input is consumed like a work queue too: an event whose copies keep failing comes back through
+    # the delay chain by the queue's name, and past [lanes] route_attempts goes to the routing stage's DLQ.
+    route_key = names.route_dead_key()
+    route = Queue(names.route_queue(prefix), _backstop(prefix, qtype, route_key), role="routing stage (lane endpoints)")
+    route_dead = Queue(names.route_dlq(prefix), queue_arguments(qtype), role="routing stage dead letters")
+    queues += [route, route_dead]
     bindings.append(Binding(names.events_exchange(prefix), route.name, "queue", "#"))
     bindings.append(Binding(names.tenants_exchange(prefix), route.name, "queue", "#"))
+    bindings.append(Binding(names.delay_due_exchange(prefix), route.name, "queue", f"#.{route.name}"))
+    bindings.append(Binding(names.dead_exchange(prefix), route_dead.name, "queue", route_key))
     return queues, bindings
 
 

@@ -292,6 +292,11 @@ class LaneSettings(_Frozen):
         le=60,
         description="seconds a live lane endpoint's create waits for every running router to have it in its index",
     )
+    # An event whose copies could not all be stored is routed again (warren/consumers/route_attempts.py): through
+    # the delay chain after route_retry_delay, doubling each time (at most a minute), and to {prefix}.route.dlq
+    # once route_attempts attempts failed. Warren counts them in a header, never spending a delivery limit.
+    route_attempts: int = Field(default=10, ge=1, le=1000, description="routing attempts before the route DLQ")
+    route_retry_delay: PositiveDuration = 1.0
 
 
 class CircuitSettings(_Frozen):
