@@ -258,3 +258,18 @@ def test_turning_lanes_off_leaves_the_lanes_and_the_routing_queue_as_leftovers()
     assert set(by_name) == {"w.route", "w.route.dlq", "w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq"}
     assert "lanes are off" in by_name["w.route"].reason
     assert "beyond [lanes] count = 0" in by_name["w.lane.1"].reason
+
+
+def test_a_demoted_endpoints_retry_binding_is_no_leftover_until_its_time_has_passed() -> None:
+    plan = plan_topology(_config({"name": "acme", "events": ["a.*"]}, lanes=2))
+    exchanges, queues, bindings = _as_declared(plan)
+    turned = {
+        "source": "w.delay.due",
+        "destination": "w.lane.1",
+        "destination_type": "queue",
+        "routing_key": "#.w.ep.gone.q",
+        "arguments": {"x-warren-until": 10_000},
+    }
+    assert find_leftovers(plan, "w", exchanges, queues, [*bindings, turned], now_ms=9_999) == []
+    [leftover] = find_leftovers(plan, "w", exchanges, queues, [*bindings, turned], now_ms=10_000)
+    assert (leftover.kind, leftover.destination, leftover.routing_key) == ("binding", "w.lane.1", "#.w.ep.gone.q")

@@ -8,6 +8,7 @@ import pytest
 from aiohttp import web
 
 from tests.broker.test_lanes_live import endpoint, publish
+from tests.support.dead_letters import drain, wait_depth
 from tests.support.health import wait_until
 from tests.support.receiver import Receiver, Reply
 from tests.support.topology import declare
@@ -54,3 +55,45 @@ async def test_a_lane_endpoint_promoted_live_keeps_every_copy_its_lane_and_retri
             lane = await management.queue(names.lane_queue(prefix, 0))
             assert lane is not None and lane.get("messages", 0) == 0
             assert await management.queue(names.work_queue(prefix, "rising")) is not None
+
+
+async def test_a_dedicated_endpoint_demoted_live_takes_its_queue_its_retries_and_its_dead_letters_to_its_lane(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    failing = {"now": True}
+
+    def answer(_: Receiver, __: web.Request, body: bytes) -> Reply:
+        if b'"doomed"' in body:
+            return Reply(422)  # refused for good: dead-lettered at once
+        return Reply(503 if failing["now"] else 200)
+
+    async with Receiver(answer) as receiver:
+        # Given a dedicated endpoint that fails (its events queued and retrying) and holds dead letters
+        config = make_config([], lanes={"count": 2}, retry={"base": "50ms", "cap": "200ms", "max_attempts": 1000})
+        await declare(config)
+        quiet = {"circuit": {"enabled": False}}
+        async with Worker(config) as worker:
+            await apply_endpoint(config, endpoint(receiver, "sinking", **quiet))
+            await wait_until(lambda: "sinking" in worker.runners, 10, "served on its own queue")
+            before = [Event(type="order.paid", data={"n": i}) for i in range(30)]
+            doomed = [Event(type="order.paid", data={"doomed": i}) for i in range(3)]
+            await publish(config, [*doomed, *before])
+            await wait_depth(config, names.dlq(prefix, "sinking"), 3)
+            await receiver.wait_for(lambda r: len({x.event_id for x in r.received}) >= 13, 15)
+            # When it moves onto its lane while they retry
+            await apply_endpoint(config, endpoint(receiver, "sinking", home="lane", **quiet))
+            assert isinstance(worker.runners.get("sinking"), LaneRunner)
+            after = [Event(type="order.paid", data={"n": i}) for i in range(30, 40)]
+            await publish(config, after)
+            failing["now"] = False
+            # Then every event, from before the move and after it, is delivered on the lane
+            wanted = {e.id for e in [*before, *after]}
+            await receiver.wait_for(lambda r: r.ok_ids("/hook/sinking") >= wanted, 30)
+        # and it owns nothing on the broker any more: its exchange, queue and DLQ are gone
+        for queue in (names.work_queue(prefix, "sinking"), names.dlq(prefix, "sinking")):
+            assert await management.queue(queue) is None, queue
+        # and its dead letters are its lane's DLQ's now, each naming it, none lost
+        lane_dlq = names.lane_dlq(prefix, names.lane_of("sinking", 2))
+        letters = await drain(config, lane_dlq)
+        assert [(m.headers or {}).get("warren-endpoint") for m in letters] == ["sinking"] * 3
+        assert names.endpoint_of_work_key(prefix, f"0.1.{names.work_queue(prefix, 'sinking')}") == "sinking"

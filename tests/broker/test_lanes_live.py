@@ -69,7 +69,7 @@ async def _until_served(worker: Worker, name: str) -> None:
     await wait_until(lambda: worker.lanes is not None and name in worker.lanes.index, 10, f"{name} served")
 
 
-async def test_a_lane_endpoint_is_refused_without_lanes_or_over_a_dedicated_one(
+async def test_a_lane_endpoint_is_refused_without_lanes_or_over_an_ordered_one(
     make_config: Callable[..., WarrenConfig],
 ) -> None:
     async with Receiver() as receiver:
@@ -78,11 +78,11 @@ async def test_a_lane_endpoint_is_refused_without_lanes_or_over_a_dedicated_one(
         await declare(plain)
         with pytest.raises(LiveApplyError, match=r"needs \[lanes\] count > 0"):
             await apply_endpoint(plain, endpoint(receiver, "tail", home="lane"))
-        # Over an endpoint that has queues of its own: refused (moving between homes is not built)
-        await apply_endpoint(plain, endpoint(receiver, "busy"))
+        # Over an ordered endpoint (a lane keeps no per-key order): refused, naming its partitions
+        await apply_endpoint(plain, endpoint(receiver, "busy", ordering="key", partitions=2))
         lanes = make_config([], lanes={"count": 2})
         await declare(lanes)
-        with pytest.raises(LiveApplyError, match="moving a dedicated endpoint onto a lane is not built yet"):
+        with pytest.raises(LiveApplyError, match="is ordered .*only an unordered endpoint moves onto a lane"):
             await apply_endpoint(lanes, endpoint(receiver, "busy", home="lane"))
 
 

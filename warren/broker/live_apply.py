@@ -27,6 +27,7 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.endpoint_records import EndpointRecord
+from warren.broker.live_demote import demote
 from warren.broker.live_layout import announce, by, one_call_connection, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
@@ -141,17 +142,15 @@ async def _apply_lane_endpoint(
 ) -> None:
     """A lane endpoint owns nothing on the broker: only announced (the workers' routing stage and lanes serve it).
 
-    Refused when lanes are off, and when the endpoint still has dedicated queues: moving an endpoint between
-    homes while it may hold messages is not built yet (docs/architecture.md, "Shared lanes").
+    Refused when lanes are off. An endpoint that still has queues of its own is demoted onto its lane
+    (warren/broker/live_demote.py): its messages and dead letters move with it.
     """
     if settings.lanes.count == 0:
         raise LiveApplyError(f"endpoint {endpoint.name!r}: home = 'lane' needs [lanes] count > 0 (and `warren setup`)")
     before = await read_layout(connection, settings.broker.prefix, endpoint.name)
-    if before.consumed:
-        raise LiveApplyError(
-            f"endpoint {endpoint.name!r} has queues of its own ({', '.join(sorted(before.consumed))}): moving a "
-            "dedicated endpoint onto a lane is not built yet; delete it and create it again on a lane"
-        )
+    if before.exists:
+        await demote(connection, settings, endpoint, record, before)  # it had queues of its own: moved, losslessly
+        return
     # Returns once every running router has it in its index (warren/broker/route_fence.py), so that an event
     # published after the create reaches it, as a dedicated endpoint's bindings make sure for it.
     await announce_to_routers(connection, settings.broker.prefix, record, settings.lanes.apply_wait)

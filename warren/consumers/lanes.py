@@ -181,7 +181,11 @@ class LaneConsumer:
                 self._tasks.discard(task)
 
     async def _dispatch(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
-        name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+        name = (
+            wire.header_text((message.headers or {}).get(wire.H_ENDPOINT))
+            or names.endpoint_of_work_key(self.prefix, message.routing_key or "")  # a demoted endpoint's retry
+            or ""
+        )
         runner = self.runners.get(name)
         if not isinstance(runner, LaneRunner):
             if runner is not None:

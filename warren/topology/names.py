@@ -11,6 +11,7 @@ import hashlib
 from warren.core.digits import is_ascii_digits
 
 __all__ = [
+    "UNTIL_ARGUMENT",
     "attempts_exchange",
     "attempts_queue",
     "attempts_rejected_queue",
@@ -21,6 +22,7 @@ __all__ = [
     "delay_queue",
     "dlq",
     "endpoint_exchange",
+    "endpoint_of_work_key",
     "endpoints_exchange",
     "endpoints_stream",
     "events_exchange",
@@ -133,6 +135,21 @@ def lane_of(endpoint: str, count: int) -> int:
         raise ValueError("lane_of needs at least one lane")
     digest = hashlib.blake2b(endpoint.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big") % count
+
+
+UNTIL_ARGUMENT = "x-warren-until"  # a demoted endpoint's retry binding (live_demote.py): epoch ms it is needed until
+
+
+def endpoint_of_work_key(prefix: str, routing_key: str) -> str | None:
+    """The endpoint whose work queue a delay-chain routing key returns to (``<bits>.{prefix}.ep.<name>.q``), or None.
+
+    A demoted endpoint's retries come due into its lane under its old queue's name, naming no endpoint in a
+    header (warren/broker/live_demote.py); this reads it back.
+    """
+    start = routing_key.rfind(f".{prefix}.ep.")
+    if start < 0 or not routing_key.endswith(".q"):
+        return None
+    return queue_endpoint(prefix, routing_key[start + 1 :])
 
 
 def inbound_queue(prefix: str, source: str) -> str:
