@@ -6,9 +6,10 @@
 
 ``kill``: topology declared on the cluster with quorum queue leaders spread over the nodes (``rabbitmq-queues
 rebalance``); two workers and ``warren api`` each on a different node; ``--events`` events posted to the API in
-batches (each goes to an ordered and an unordered endpoint); the node holding the most leaders is killed with
-``kill -9`` a third of the way in and started again later. Prints what was lost, duplicated and reordered, and
-whether the workers and the API carried on. tests/cluster/test_node_killed.py runs it and asserts on it.
+batches (each goes to an ordered and an unordered endpoint, and to one on a shared lane); the node holding the
+most leaders is killed with ``kill -9`` a third of the way in and started again later. Prints what was lost,
+duplicated and reordered, and whether the workers and the API carried on. tests/cluster/test_node_killed.py
+runs it and asserts on it.
 
 ``throughput``: one unordered endpoint (an ordered one is bound by its partitions' round trips, not by
 workers), 1, 2 and 4 workers, on the cluster (``WARREN_TEST_CLUSTER_*``, from
@@ -161,15 +162,26 @@ class Receiver:
 
 # --- one run's topology, processes and events ---------------------------------------------------------------
 def config_for(
-    broker: Broker, vhost: str, prefix: str, receiver: Receiver, api_port: int = 0, *, ordered: bool = True
+    broker: Broker,
+    vhost: str,
+    prefix: str,
+    receiver: Receiver,
+    api_port: int = 0,
+    *,
+    ordered: bool = True,
+    lanes: int = 0,
 ) -> WarrenConfig:
+    """``lanes`` > 0: that many shared lanes, and a third endpoint, "lane", living on one of them."""
     common = {"secret": SECRET, "events": ["bench.#"], "timeout": "10s"}
     endpoints = [{**common, "name": "unordered", "url": receiver.url("unordered"), "concurrency": 64}]
     if ordered:
         endpoints.append(
             {**common, "name": "ordered", "url": receiver.url("ordered"), "ordering": "key", "partitions": 8}
         )
+    if lanes:
+        endpoints.append({**common, "name": "lane", "url": receiver.url("lane"), "concurrency": 64, "home": "lane"})
     return WarrenConfig(
+        lanes={"count": lanes},
         broker={"url": broker.in_vhost(vhost), "management_url": broker.management, "prefix": prefix},
         retry={"base": "100ms", "cap": "1s", "max_attempts": 20},
         delivery={"allow_private_networks": True},
@@ -295,7 +307,7 @@ async def kill_run(events: int = 5000, workdir: Path | None = None) -> dict[str,
         async with fresh_vhost(CLUSTER) as vhost:
             prefix = f"k{uuid.uuid4().hex[:6]}"
             api_port = _free_port()
-            config = config_for(CLUSTER, vhost, prefix, receiver, api_port)
+            config = config_for(CLUSTER, vhost, prefix, receiver, api_port, lanes=4)
             await apply_setup(config)
             await rebalance(vhost)
             path = write_config(workdir, config, f"{prefix}.toml")
@@ -339,20 +351,20 @@ async def kill_run(events: int = 5000, workdir: Path | None = None) -> dict[str,
                 await cluster_ctl("kill", str(victim))
                 killed_at = time.monotonic()
                 figures["killed"] = f"warren{victim}@localhost (with the {taken.get(victim, 'no')} process on it)"
-                figures["delivered_at_kill"] = {p: receiver.delivered(p) for p in ("ordered", "unordered")}
+                figures["delivered_at_kill"] = {p: receiver.delivered(p) for p in ENDPOINTS}
                 await asyncio.sleep(8)
                 await cluster_ctl("start", str(victim))
                 figures["restarted_after_s"] = round(time.monotonic() - killed_at, 1)
                 await asyncio.wait_for(poster, 180)
                 deadline = loop.time() + 180
-                while min(receiver.delivered("ordered"), receiver.delivered("unordered")) < events:
+                while min(receiver.delivered(p) for p in ENDPOINTS) < events:
                     if loop.time() > deadline:
                         break
                     await asyncio.sleep(0.1)
                 await asyncio.sleep(1.0)  # late duplicates, if any, are counted too
                 figures["seconds"] = round(loop.time() - started, 1)
                 figures["posted"] = dict(posted)
-                for name in ("ordered", "unordered"):
+                for name in ENDPOINTS:
                     seen = receiver.paths.get(name, Seen())
                     figures[name] = {
                         "delivered": len(seen.ok),
@@ -373,6 +385,9 @@ async def kill_run(events: int = 5000, workdir: Path | None = None) -> dict[str,
             await process.stop()
         await receiver.stop()
     return figures
+
+
+ENDPOINTS = ("ordered", "unordered", "lane")  # the kill run's: dedicated ordered and unordered, and a lane one
 
 
 def _free_port() -> int:

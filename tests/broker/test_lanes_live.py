@@ -82,7 +82,7 @@ async def test_a_lane_endpoint_is_refused_without_lanes_or_over_an_ordered_one(
         await apply_endpoint(plain, endpoint(receiver, "busy", ordering="key", partitions=2))
         lanes = make_config([], lanes={"count": 2})
         await declare(lanes)
-        with pytest.raises(LiveApplyError, match="is ordered .*only an unordered endpoint moves onto a lane"):
+        with pytest.raises(LiveApplyError, match=r"is ordered .*only an unordered endpoint moves onto a lane"):
             await apply_endpoint(lanes, endpoint(receiver, "busy", home="lane"))
 
 

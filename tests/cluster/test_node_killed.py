@@ -1,8 +1,9 @@
 """A node killed mid-run (bench/cluster.py ``kill``): nothing lost, order kept, duplicates bounded, all carry on.
 
 Topology declared on the cluster with leaders spread over the nodes; 5,000 events posted to ``warren api``
-for an ordered and an unordered endpoint; two workers and the API each on a node of its own; the node holding
-the most quorum queue leaders killed with ``kill -9`` a third of the way in and started again 8 s later.
+for an ordered and an unordered endpoint and one on a shared lane; two workers and the API each on a node of
+its own; the node holding the most quorum queue leaders killed with ``kill -9`` a third of the way in and
+started again 8 s later.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ async def test_a_node_killed_mid_run_loses_nothing_and_keeps_order(cluster: Clus
     figures = await kill_run(5000, tmp_path)
     print(json.dumps(figures, indent=2))
     assert len(figures["placement"]) == 3, "the workers and the API should be on three different nodes"
-    for endpoint in ("ordered", "unordered"):
+    for endpoint in ("ordered", "unordered", "lane"):
         assert figures[endpoint]["lost"] == 0, figures
         # Duplicates come from deliveries in flight when their node died (acks lost with it) and from batches
         # the API had confirmed but answered 503 for: a few hundred at most, never a re-run of everything.
