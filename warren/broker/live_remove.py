@@ -2,7 +2,8 @@
 
 Remove announces first (workers stop consuming and hand back what they hold), deletes the endpoint's exchange (no
 event reaches it any more), waits for its consumers to go, then deletes its queues and its DLQ: nothing of it is
-left that could collect events, and nothing a later endpoint of the same name could inherit. Without ``force`` it
+left that could collect events, and nothing a later endpoint of the same name could inherit (a lane endpoint's
+letters are taken out of its lane's shared DLQ for that). Without ``force`` it
 changes nothing while they hold messages; with ``force`` what they hold is discarded, and counted (``Removal``).
 Retries of the endpoint still travelling the delay chain come due under a queue name that is gone, and RabbitMQ
 drops them; should the name be reused by then, they reach the later endpoint's queue, and its workers deliver
@@ -22,9 +23,12 @@ from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.probe import QueueDepth, QueueProbe, counts
+from warren.broker.dlq.browse import hold_messages
+from warren.broker.dlq.purge import purge_selected
+from warren.broker.dlq.selection import Selection, select
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import announce, by, one_call_connection, read_layout
-from warren.core.errors import EndpointNotEmpty, LiveApplyError
+from warren.core.errors import EndpointNotEmpty, LiveApplyError, TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
@@ -75,9 +79,22 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
             "dead letters), or remove it with force to discard them",
             held,
         )
+    letters = await _lane_letters(connection, settings, name) if not layout.exists else None
+    if letters is not None and letters[1] and not force:
+        raise EndpointNotEmpty(
+            f"endpoint {name!r} has {letters[1]} dead letter(s) in its lane's DLQ ({letters[0]}): nothing removed; "
+            "replay or purge them (`warren dlq`), or remove it with force to discard them",
+            {letters[0]: letters[1]},
+        )
     await announce(connection, prefix, EndpointRecord.removing(name, by()))
     if not layout.exists:
-        return Removal()
+        if letters is None or not letters[1]:
+            return Removal()
+        # A lane endpoint: its letters leave the shared DLQ with it, so a later endpoint of the name (another
+        # tenant's, say) inherits none; its lane-mates' stay, in order.
+        purged, _ = await purge_selected(connection, letters[0], Selection(endpoint=name))
+        log.warning("endpoint %s removed with force: %d dead letter(s) discarded from %s", name, purged, letters[0])
+        return Removal(0, purged)
     channel = await connection.channel()
     try:
         await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
@@ -95,6 +112,18 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
             removal.dead_letters,
         )
     return removal
+
+
+async def _lane_letters(connection: AbstractConnection, settings: WarrenConfig, name: str) -> tuple[str, int] | None:
+    """The DLQ of ``name``'s lane and how many of its letters name it; None when lanes are off (or no such DLQ)."""
+    if not settings.lanes.count:
+        return None
+    queue = names.lane_dlq(settings.broker.prefix, names.lane_of(name, settings.lanes.count))
+    try:
+        async with hold_messages(connection, queue) as held:
+            return queue, len(select(held.letters(), Selection(endpoint=name)))
+    except TopologyError:
+        return None
 
 
 async def retire(
