@@ -165,6 +165,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
     endpoint = settings.endpoint(name)
     data = {
         **_row(name, view, now, parked, managed_by(load(config), name)),
+        "home": endpoint.home,
         "admin": _record(view.admin),
         "circuit": _record(view.circuit),
         "throttle": _record(view.throttle) if view.throttled_until > now else None,
@@ -181,6 +182,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
         return
     state, reason, since = summary(view, now)
     say(f"[bold]{escape(name)}[/] · {escape(redact_url(endpoint.url))}")
+    say(f"  home      {endpoint.home}")
     say(f"  state     {state}" + (f" since {iso(since)} ({_ago(since, now)})" if since else ""))
     if reason:
         say(f"  reason    {escape(reason)}")

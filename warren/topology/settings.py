@@ -286,6 +286,20 @@ class LaneSettings(_Frozen):
     count: int = Field(default=0, ge=0, le=1024, description="lanes (quorum queues shared by lane endpoints); 0: off")
     prefetch: int = Field(default=64, ge=1, le=10_000, description="messages a worker holds unacked per lane")
     route_prefetch: int = Field(default=64, ge=1, le=10_000, description="events the routing stage holds at once")
+    api_default_home: Literal["lane", "dedicated"] = Field(
+        default="lane", description="the home of an endpoint created at runtime without one (with count > 0)"
+    )
+
+    def default_home(self, ordering: str = "none") -> Literal["lane", "dedicated"]:
+        """The home of an endpoint created at runtime (the admin API, ``warren endpoint create``) that names none.
+
+        ``api_default_home`` while lanes are on; ``dedicated`` when they are off (there is no lane to share), and
+        for an ordered endpoint (``ordering = "key"`` is not built on lanes yet), so that leaving ``home`` out
+        never makes a valid request invalid.
+        """
+        if self.count == 0 or ordering == "key":
+            return "dedicated"
+        return self.api_default_home
 
 
 class CircuitSettings(_Frozen):

@@ -82,7 +82,10 @@ class _Options(_In):
     ordering: Literal["none", "key"] | None = Field(default=None, description="'key': in order per event key.")
     partitions: int | None = Field(default=None, ge=1, le=256, description="With ordering 'key' (default 4).")
     home: Literal["dedicated", "lane"] | None = Field(
-        default=None, description="'lane': no queues of its own, shares the deployment's lanes (default 'dedicated')."
+        default=None,
+        description="'lane': no queues of its own, shares the deployment's lanes; 'dedicated': queues of its own. "
+        "Left out on a create: [lanes] api_default_home ('lane') while lanes are on, 'dedicated' when they are off "
+        "or with ordering 'key'. Left out on an update: kept; another home is refused (409: moving is not built).",
     )
     concurrency: int | None = Field(default=None, ge=1, le=2048, description="Requests in flight per worker.")
     timeout: Seconds | None = None
@@ -127,6 +130,7 @@ class EndpointOut(BaseModel):
     tenant: str | None
     url: str
     events: list[str]
+    home: Literal["dedicated", "lane"] = Field(description="'lane': shares the deployment's lanes; 'dedicated': not.")
     options: dict[str, JsonValue] = Field(description="The other fields set on the endpoint.")
     managed_by: Literal["api", "file"] = Field(description="'file': from the configuration file, read-only here.")
     state: str = Field(description="active, paused, disabled, open, half-open or throttled.")

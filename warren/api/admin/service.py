@@ -21,6 +21,7 @@ from aio_pika.abc import AbstractConnection
 from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
+from warren.api.admin.homes import REFUSED, home_kept, with_home
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
 from warren.api.ingest.body import invalid, validation_problems
@@ -64,7 +65,6 @@ __all__ = [
 NOT_FOUND = "not_found"
 ENDPOINT_EXISTS = "endpoint_exists"
 FILE_MANAGED = "file_managed"
-REFUSED = "refused"  # RabbitMQ refused the change (holds messages, ordering change, a state change that does not apply)
 INVALID_ENDPOINT = "invalid_endpoint"
 
 ACTIONS = ("pause", "resume", "disable", "enable")
@@ -234,7 +234,7 @@ class EndpointService:
     async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
-        endpoint = self._endpoint({**data, "secret": secret, "tenant": tenant})
+        endpoint = self._endpoint({**with_home(data, self.config.lanes), "secret": secret, "tenant": tenant})
         async with self._changing(endpoint.name):
             existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
             if (existing is not None and existing.file_managed) or any(
@@ -266,6 +266,7 @@ class EndpointService:
             data["secret"] = current.secret
             new_tenant = stored.tenant if tenant is False else tenant
             data["tenant"] = new_tenant
+            data["home"] = home_kept(name, current.home, changes, data, self.config.lanes)
             endpoint = self._endpoint(data)
             await self._apply(endpoint)
             updated: StoredEndpoint | None = await self._guarded(

@@ -158,6 +158,7 @@ async function endpointPage(name) {
   show(
     el("h2", {}, endpoint.name),
     el("p", {}, "State: ", el("strong", { id: "state" }, endpoint.state)),
+    el("p", {}, "Home: ", el("strong", { id: "home" }, endpoint.home === "lane" ? "shared lane" : "queues of its own")),
     el("div", { class: "actions" },
       act(paused ? "Resume" : "Pause", async () => { await api("POST", `${path}/${paused ? "resume" : "pause"}`); say(paused ? "Resumed." : "Paused."); await endpointPage(name); }),
       act("Send a test event", async () => {
