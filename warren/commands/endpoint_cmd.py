@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from warren.broker.dlq import parse_moment, recover
+from warren.broker.dlq.recover import shared_lanes
 from warren.broker.endpoint_state.admin import AdminError, change_admin, open_connection, read_views, waiting
 from warren.broker.endpoint_state.operator_events import iso
 from warren.broker.endpoint_state.records import CLOSED, EndpointView, StateRecord, summary
@@ -282,7 +283,8 @@ def recover_failed(
 
     async def apply() -> tuple[int, int]:
         async with open_connection(settings) as connection:
-            report = await recover(connection, settings.broker.prefix, name, since_ms)
+            lanes = shared_lanes(settings, settings.endpoint(name).home)
+            report = await recover(connection, settings.broker.prefix, name, since_ms, lanes=lanes)
             return report.moved, report.depth
 
     moved, depth = run(apply())

@@ -375,13 +375,19 @@ class ReplayIn(_In):
 class ReplayOut(BaseModel):
     name: str
     replayed: int = Field(description="Dead letters sent back for delivery (those of the events asked for found).")
-    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before.")
-    scanned: int = Field(description="Dead letters read to find them.")
+    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before (a lane endpoint: its own).")
+    scanned: int = Field(description="Dead letters read to find them (a lane endpoint: of its lane's DLQ).")
 
 
 class RecoverOut(BaseModel):
     name: str
     since: str = Field(description="The moment asked for, in ISO 8601 (UTC).")
     recovered: int = Field(description="Dead letters sent back for delivery (dead at or after `since`).")
-    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before the recovery.")
-    scanned: int = Field(description="Dead letters read: all of them unless the DLQ held more than one pass reads.")
+    dlq_depth: int = Field(
+        description="Dead letters the endpoint's DLQ held before the recovery (a lane endpoint: its own letters "
+        "among those read of its lane's shared DLQ)."
+    )
+    scanned: int = Field(
+        description="Dead letters read: all of them unless the DLQ held more than one pass reads (a lane endpoint: "
+        "of its lane's shared DLQ, its lane-mates' included)."
+    )
