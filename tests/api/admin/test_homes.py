@@ -1,6 +1,6 @@
 """An endpoint's home through the admin API and `warren endpoint`: a create that names none gets the deployment's
 default (a lane while lanes are on, configurable; dedicated when they are off), the answer and GET show it, and an
-update keeps it (another home is refused: moving is not built)."""
+update keeps it unless it names another (a move, which the live apply refuses where it is not built)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.admin.conftest import AdminServer
+from tests.api.admin.conftest import ADMIN_TOKEN, AdminServer
+from tests.api.ingest.conftest import TOKEN, ApiServer
 from tests.conftest import TEST_STORE_KEY
 from tests.support.cli import warren
+from tests.support.health import wait_until
 from tests.support.processes import write_config
-from warren.api.admin.homes import home_kept, with_home
-from warren.api.ingest.errors import ApiError
+from tests.support.receiver import Receiver
+from tests.support.setup_helpers import prefix_state
+from warren.api.admin.homes import home_after_update, with_home
+from warren.broker.management import ManagementClient
+from warren.consumers.worker import Worker
+from warren.topology.config import WarrenConfig
 from warren.topology.settings import LaneSettings
 
 Start = Callable[..., Awaitable[AdminServer]]
@@ -26,24 +32,17 @@ def spec(name: str, **fields: object) -> dict[str, object]:
     return {"name": name, "url": "http://127.0.0.1:9/hook", "events": ["order.*"], **fields}
 
 
-def test_the_default_home_follows_the_lanes_and_an_update_never_moves_an_endpoint() -> None:
+def test_the_default_home_follows_the_lanes_and_an_update_keeps_it_unless_asked() -> None:
     on, off, dedicated = LaneSettings(count=4), LaneSettings(), LaneSettings(count=4, api_default_home="dedicated")
     assert [with_home({}, lanes)["home"] for lanes in (on, off, dedicated)] == ["lane", "dedicated", "dedicated"]
     assert with_home({"ordering": "key"}, on)["home"] == "dedicated"  # ordered lane endpoints are not built
     assert with_home({"home": "dedicated"}, on)["home"] == "dedicated"
-    # An update that leaves home out keeps it, null is the default a create would get, another home is refused
-    assert home_kept("a", "lane", {}, {}, on) == "lane"
-    assert home_kept("a", "dedicated", {"url": "x"}, {}, on) == "dedicated"
-    assert home_kept("a", "lane", {"home": None}, {}, on) == "lane"
-    for current, changes in (
-        ("lane", {"home": "dedicated"}),
-        ("lane", {"home": None}),
-        ("dedicated", {"home": "lane"}),
-    ):
-        lanes = off if changes["home"] is None else on
-        with pytest.raises(ApiError, match="is not built yet") as refused:
-            home_kept("a", current, changes, {}, lanes)
-        assert (refused.value.status, refused.value.code) == (409, "refused")
+    # An update that leaves home out keeps it; null asks for the default a create would get
+    assert home_after_update("lane", {}, {}, on) == "lane"
+    assert home_after_update("dedicated", {"url": "x"}, {}, on) == "dedicated"
+    assert home_after_update("lane", {"home": None}, {}, off) == "dedicated"
+    assert home_after_update("lane", {"home": None}, {"ordering": "key"}, on) == "dedicated"
+    assert home_after_update("dedicated", {"home": "lane"}, {}, on) == "lane"
 
 
 async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoint(start_admin: Start) -> None:
@@ -68,12 +67,9 @@ async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoi
     # When updated without a home, it stays where it is
     updated = await admin.call("PATCH", "/v1/endpoints/tail", {"url": "http://127.0.0.1:9/v2"})
     assert (updated.status, updated.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
-    # And a change of home is refused before anything is applied
-    applied = len(admin.applier.applied)
-    moved = await admin.call("PATCH", "/v1/endpoints/busy", {"home": "lane"})
-    assert (moved.status, moved.body["error"]) == (409, "refused") and "not built yet" in moved.body["message"]
-    assert len(admin.applier.applied) == applied
-    assert (await admin.call("GET", "/v1/endpoints/busy")).body["home"] == "dedicated"
+    # And null asks for the default, which it has
+    again = await admin.call("PATCH", "/v1/endpoints/tail", {"home": None})
+    assert (again.status, again.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
 
 
 async def test_the_default_home_is_configurable_and_dedicated_without_lanes(start_admin: Start) -> None:
@@ -99,6 +95,39 @@ async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Sta
     )  # fmt: skip
     assert named.code == 0, named.err
     assert '"home": "dedicated"' in named.out
-    moved = await warren("endpoint", "update", "tail", "--home", "dedicated", "--config", path)
+    # A dedicated endpoint asked onto a lane is refused by the live apply (demotion is not built); it stays
+    moved = await warren("endpoint", "update", "busy", "--home", "lane", "--config", path)
     assert moved.code != 0 and "not built yet" in moved.err, (moved.out, moved.err)
-    assert (await admin.call("GET", "/v1/endpoints/tail")).body["home"] == "lane"
+    assert (await admin.call("GET", "/v1/endpoints/busy")).body["home"] == "dedicated"
+    kept = await warren("endpoint", "update", "tail", "--concurrency", "4", "--config", path, "--json")
+    assert kept.code == 0 and '"home": "lane"' in kept.out, (kept.out, kept.err)
+
+
+async def test_an_endpoint_created_without_a_home_owns_nothing_on_the_broker_and_is_served(
+    make_config: Callable[..., WarrenConfig],
+    start_api: Callable[..., Awaitable[ApiServer]],
+    store_url: str,
+    management: ManagementClient,
+    prefix: str,
+) -> None:
+    async with Receiver() as receiver:
+        # Given `warren api` applying for real, lanes on, and a worker
+        config = make_config(
+            api={"tokens": [TOKEN], "admin_tokens": [ADMIN_TOKEN]},
+            store={"url": store_url, "keys": [TEST_STORE_KEY]},
+            lanes={"count": 2},
+        )
+        api = await start_api(config)
+        async with Worker(config) as worker:
+            before = await prefix_state(management, prefix)
+            # When an endpoint is created without a home
+            body = {"name": "tail", "url": f"{receiver.url}/tail", "events": ["order.*"]}
+            created = await api.request("POST", "/v1/endpoints", body, token=ADMIN_TOKEN)
+            assert (created.status, created.body["home"]) == (201, "lane"), created.body
+            # Then the broker holds no queue or binding more, and the endpoint gets its events
+            after = await prefix_state(management, prefix)
+            assert (set(after.queues), after.bindings) == (set(before.queues), before.bindings)
+            await wait_until(lambda: worker.lanes is not None and "tail" in worker.lanes.index, 10, "tail served")
+            published = await api.request("POST", "/v1/events", {"type": "order.paid", "data": {}}, token=TOKEN)
+            assert published.status == 202, published.body
+            await receiver.wait_for(lambda r: published.body["id"] in r.ok_ids("/hook/tail"), 10)

@@ -12,8 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from aio_pika.abc import AbstractConnection
 
-from warren.api.admin.homes import REFUSED
-from warren.api.admin.service import EndpointService
+from warren.api.admin.service import REFUSED, EndpointService
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, ApiError
 from warren.broker.dlq.move import MoveReport
 from warren.broker.dlq.recover import recover, replay_events, shared_lanes

@@ -2,9 +2,9 @@
 
 An endpoint created at runtime (the admin API, ``warren endpoint create``) without a ``home`` gets the
 deployment's default (``[lanes] api_default_home`` while lanes are on, ``dedicated`` when they are off:
-``LaneSettings.default_home``). An update never moves an endpoint between homes: moving while messages may be
-on their way to either home is not built (docs/architecture.md, "Shared lanes"), so an update that leaves
-``home`` out keeps it, and one that names another home is refused before anything is applied.
+``LaneSettings.default_home``), stored with it so that a later change of that setting moves nothing. An update
+that leaves ``home`` out keeps the endpoint where it is: a move between homes happens only when asked for, and
+the live apply decides whether it can (docs/architecture.md, "Shared lanes": what is refused, with 409).
 """
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from warren.api.ingest.errors import ApiError
 from warren.topology.settings import LaneSettings
 
-__all__ = ["REFUSED", "home_kept", "with_home"]
-
-# The change was refused: by RabbitMQ (holds messages, ordering change, a state change that does not apply), or
-# because it would move the endpoint between homes.
-REFUSED = "refused"
+__all__ = ["home_after_update", "with_home"]
 
 
 def _ordering(data: Mapping[str, Any]) -> str:
@@ -31,20 +26,10 @@ def with_home(data: Mapping[str, Any], lanes: LaneSettings) -> dict[str, Any]:
     return {"home": lanes.default_home(_ordering(data)), **data}
 
 
-def home_kept(name: str, current: str, changes: Mapping[str, Any], data: Mapping[str, Any], lanes: LaneSettings) -> str:
-    """The home an update leaves endpoint ``name`` in: ``current``, whatever ``changes`` says.
-
-    ``changes`` leaving ``home`` out keeps it; naming it (``null``: the default a create would get, ``data`` being
-    the endpoint's fields after the update) is refused with 409 when that is another home.
-    """
+def home_after_update(current: str, changes: Mapping[str, Any], data: Mapping[str, Any], lanes: LaneSettings) -> str:
+    """The home an update asks for: ``current`` unless ``changes`` names one (``null``: the default a create would
+    get, ``data`` being the endpoint's fields after the update)."""
     if "home" not in changes:
         return current
-    wanted = changes["home"] if changes["home"] is not None else lanes.default_home(_ordering(data))
-    if wanted != current:
-        raise ApiError(
-            409,
-            REFUSED,
-            f"endpoint {name!r} lives on {'a lane' if current == 'lane' else 'queues of its own'} (home "
-            f"{current!r}): moving it to home {wanted!r} is not built yet; delete it and create it again there",
-        )
-    return current
+    named = changes["home"]
+    return str(named) if named is not None else lanes.default_home(_ordering(data))

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
-from warren.api.admin.homes import REFUSED, home_kept, with_home
+from warren.api.admin.homes import home_after_update, with_home
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
 from warren.api.ingest.body import invalid, validation_problems
@@ -62,6 +62,7 @@ __all__ = [
 NOT_FOUND = "not_found"
 ENDPOINT_EXISTS = "endpoint_exists"
 FILE_MANAGED = "file_managed"
+REFUSED = "refused"  # RabbitMQ refused the change (holds messages, ordering change, a state change that does not apply)
 INVALID_ENDPOINT = "invalid_endpoint"
 
 ACTIONS = ("pause", "resume", "disable", "enable")
@@ -263,7 +264,7 @@ class EndpointService:
             data["secret"] = current.secret
             new_tenant = stored.tenant if tenant is False else tenant
             data["tenant"] = new_tenant
-            data["home"] = home_kept(name, current.home, changes, data, self.config.lanes)
+            data["home"] = home_after_update(current.home, changes, data, self.config.lanes)
             endpoint = self._endpoint(data)
             await self._apply(endpoint)
             updated: StoredEndpoint | None = await self._guarded(
