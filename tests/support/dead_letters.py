@@ -19,13 +19,25 @@ from warren.topology.config import WarrenConfig
 
 
 async def seed_dead_letters(
-    config: WarrenConfig, endpoint: str, events: Sequence[Event], *, dead_ms: Sequence[int] | None = None
+    config: WarrenConfig,
+    endpoint: str,
+    events: Sequence[Event],
+    *,
+    dead_ms: Sequence[int] | None = None,
+    lanes: int = 0,
 ) -> None:
-    """Publish each event into the endpoint's DLQ as the worker would after two failed attempts (HTTP 500)."""
+    """Publish each event into the endpoint's DLQ as the worker would after two failed attempts (HTTP 500).
+
+    ``lanes`` > 0: a lane endpoint among that many lanes: into its lane's shared DLQ, naming it as the worker does.
+    """
     connection = await aio_pika.connect(config.broker.url)
     try:
         channel = await connection.channel(publisher_confirms=True)
         exchange = await channel.get_exchange(names.dead_exchange(config.broker.prefix))
+        routing_key = endpoint
+        if lanes:
+            exchange = channel.default_exchange
+            routing_key = names.lane_dlq(config.broker.prefix, names.lane_of(endpoint, lanes))
         pending: list[Any] = []
         for index, event in enumerate(events):
             message = encode_event(event)
@@ -45,7 +57,7 @@ async def seed_dead_letters(
             if dead_ms is not None:
                 headers["warren-dead-ms"] = dead_ms[index]
             message.headers = headers
-            pending.append(exchange.publish(message, routing_key=endpoint))
+            pending.append(exchange.publish(message, routing_key=routing_key))
             if len(pending) >= 200:
                 await asyncio.gather(*pending)
                 pending.clear()

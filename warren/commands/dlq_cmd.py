@@ -28,6 +28,7 @@ from warren.broker.dlq import (
     replay_by_shovel,
     select,
 )
+from warren.broker.dlq.recover import shared_lanes
 from warren.broker.dlq.shovel import shovel_name_stem
 from warren.broker.management import ManagementClient
 from warren.commands.dlq_render import letter_detail, letters_table, moves_table, type_counts
@@ -121,7 +122,7 @@ async def _guard_delivery_limit(config: WarrenConfig, queue: str, path: Path | N
 def _lanes(config: WarrenConfig, name: str) -> int:
     """The lane count when ``name`` is a lane endpoint (its letters are in its lane's shared DLQ), else 0."""
     holding = with_endpoint(config, name)
-    return holding.lanes.count if holding.endpoint(name).home == "lane" else 0
+    return shared_lanes(holding, holding.endpoint(name).home)
 
 
 async def _read(

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from warren.broker.dlq import parse_moment, recover
+from warren.broker.dlq.recover import shared_lanes
 from warren.broker.endpoint_state.admin import AdminError, change_admin, open_connection, read_views, waiting
 from warren.broker.endpoint_state.operator_events import iso
 from warren.broker.endpoint_state.records import CLOSED, EndpointView, StateRecord, summary
@@ -165,6 +166,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
     endpoint = settings.endpoint(name)
     data = {
         **_row(name, view, now, parked, managed_by(load(config), name)),
+        "home": endpoint.home,
         "admin": _record(view.admin),
         "circuit": _record(view.circuit),
         "throttle": _record(view.throttle) if view.throttled_until > now else None,
@@ -181,6 +183,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
         return
     state, reason, since = summary(view, now)
     say(f"[bold]{escape(name)}[/] · {escape(redact_url(endpoint.url))}")
+    say(f"  home      {endpoint.home}")
     say(f"  state     {state}" + (f" since {iso(since)} ({_ago(since, now)})" if since else ""))
     if reason:
         say(f"  reason    {escape(reason)}")
@@ -280,7 +283,8 @@ def recover_failed(
 
     async def apply() -> tuple[int, int]:
         async with open_connection(settings) as connection:
-            report = await recover(connection, settings.broker.prefix, name, since_ms)
+            lanes = shared_lanes(settings, settings.endpoint(name).home)
+            report = await recover(connection, settings.broker.prefix, name, since_ms, lanes=lanes)
             return report.moved, report.depth
 
     moved, depth = run(apply())

@@ -32,6 +32,14 @@ EventsOption = Annotated[
 ]
 TenantOption = Annotated[str | None, typer.Option("--tenant", "-t", help="The customer it belongs to.")]
 OrderingOption = Annotated[str | None, typer.Option("--ordering", help="'none' or 'key' (in order per event key).")]
+HomeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--home",
+        help="'lane' (shares [lanes]) or 'dedicated' (queues of its own). create: default [lanes] api_default_home "
+        "while lanes are on; update: kept unless given (a move, refused where it is not built).",
+    ),
+]
 PartitionsOption = Annotated[int | None, typer.Option("--partitions", min=1, max=256, help="With --ordering key.")]
 ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", min=1, max=2048, help="Requests per worker.")]
 TimeoutOption = Annotated[str | None, typer.Option("--timeout", help="Request timeout, e.g. 10s.")]
@@ -72,6 +80,7 @@ def create(
     events: Annotated[list[str], typer.Option("--event", "-e", help="Event-type pattern (repeat for more).")],
     tenant: TenantOption = None,
     secret: Annotated[str | None, typer.Option("--secret", help="A whsec_ secret (default: a new one).")] = None,
+    home: HomeOption = None,
     ordering: OrderingOption = None,
     partitions: PartitionsOption = None,
     concurrency: ConcurrencyOption = None,
@@ -84,7 +93,7 @@ def create(
     """Create an endpoint: stored, declared on RabbitMQ and served by every worker; prints its secret once."""
     settings = load(config)
     data = _options(
-        name=name, url=url, events=events, secret=secret, ordering=ordering, partitions=partitions,
+        name=name, url=url, events=events, secret=secret, home=home, ordering=ordering, partitions=partitions,
         concurrency=concurrency, timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
     )  # fmt: skip
     stored, text = _with_service(settings, lambda service: service.create(data, tenant=tenant))
@@ -92,7 +101,7 @@ def create(
         typer.echo(json.dumps({**stored.fields(), "secret": text}, indent=2))
         return
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
-    _say(f"{escape(stored.name)}: created{owner}, applied to RabbitMQ and the workers")
+    _say(f"{escape(stored.name)}: created{owner} (home {stored.home}), applied to RabbitMQ and the workers")
     _say(f"  secret  {text}")
     again = escape(command_line("endpoint", "secret", stored.name, config=config))
     _say(f"  [dim](shown once; `{again}` reveals it again)[/]")
@@ -104,6 +113,7 @@ def update(
     events: EventsOption = None,
     tenant: TenantOption = None,
     no_tenant: Annotated[bool, typer.Option("--no-tenant", help="Make it a platform endpoint.")] = False,
+    home: HomeOption = None,
     ordering: OrderingOption = None,
     partitions: PartitionsOption = None,
     concurrency: ConcurrencyOption = None,
@@ -118,7 +128,7 @@ def update(
     if tenant is not None and no_tenant:
         fail("--tenant and --no-tenant exclude each other", EXIT_USAGE)
     changes = _options(
-        url=url, events=events, ordering=ordering, partitions=partitions, concurrency=concurrency,
+        url=url, events=events, home=home, ordering=ordering, partitions=partitions, concurrency=concurrency,
         timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
     )  # fmt: skip
     new_tenant: str | bool | None = None if no_tenant else (tenant if tenant is not None else False)

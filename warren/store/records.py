@@ -77,6 +77,11 @@ class StoredEndpoint:
     def file_managed(self) -> bool:
         return self.managed_by == FILE
 
+    @property
+    def home(self) -> str:
+        """``dedicated`` or ``lane``; an endpoint stored without one (created before homes) is dedicated."""
+        return str(self.options.get("home") or Endpoint.model_fields["home"].default)
+
     def fields(self) -> dict[str, Any]:
         """What the API and the CLI show of it (never a secret)."""
         return {
@@ -84,6 +89,7 @@ class StoredEndpoint:
             "tenant": self.tenant,
             "url": self.url,
             "events": list(self.events),
+            "home": self.home,
             "options": self.options,
             "managed_by": self.managed_by,
             "version": self.version,

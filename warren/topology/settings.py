@@ -297,6 +297,20 @@ class LaneSettings(_Frozen):
     # once route_attempts attempts failed. Warren counts them in a header, never spending a delivery limit.
     route_attempts: int = Field(default=10, ge=1, le=1000, description="routing attempts before the route DLQ")
     route_retry_delay: PositiveDuration = 1.0
+    api_default_home: Literal["lane", "dedicated"] = Field(
+        default="lane", description="the home of an endpoint created at runtime without one (with count > 0)"
+    )
+
+    def default_home(self, ordering: str = "none") -> Literal["lane", "dedicated"]:
+        """The home of an endpoint created at runtime (the admin API, ``warren endpoint create``) that names none.
+
+        ``api_default_home`` while lanes are on; ``dedicated`` when they are off (there is no lane to share), and
+        for an ordered endpoint (``ordering = "key"`` is not built on lanes yet), so that leaving ``home`` out
+        never makes a valid request invalid.
+        """
+        if self.count == 0 or ordering == "key":
+            return "dedicated"
+        return self.api_default_home
 
 
 class CircuitSettings(_Frozen):

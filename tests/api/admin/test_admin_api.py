@@ -40,7 +40,7 @@ async def test_create_read_and_reveal_keep_the_secret_out_of_every_other_answer(
     # And reading it shows its state and options but never the secret
     read = await admin.call("GET", "/v1/endpoints/acme-orders")
     assert read.status == 200 and read.body["state"] == "active"
-    assert read.body["options"] == {"ordering": "key", "partitions": 2}
+    assert read.body["options"] == {"ordering": "key", "partitions": 2, "home": "dedicated"}
     assert secret not in str(read.body) and "secret" not in read.body
     # And only the explicit reveal returns it
     revealed = await admin.call("GET", "/v1/endpoints/acme-orders/secret")

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
+from warren.api.admin.dead_letters import recover_since, replay_chosen
 from warren.api.admin.requests import INVALID_REQUEST, access, as_json, path_part, read_body, read_query
 from warren.api.admin.schemas import (
     EVENT_ID_PATTERN,
@@ -80,7 +81,7 @@ async def recover(request: web.Request) -> web.Response:
         since_ms = parse_moment(since, datetime.now(UTC))
     except (ValueError, OverflowError) as exc:
         raise ApiError(422, INVALID_REQUEST, f"since: {exc}") from None
-    report = await service.recover(name, since_ms)
+    report = await recover_since(service, name, since_ms)
     return as_json(
         RecoverOut(
             name=name,
@@ -96,5 +97,5 @@ async def replay(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     service, _ = await access(request, name)
     body = await read_body(request, ReplayIn)
-    report = await service.replay(name, frozenset(body.event_ids))
+    report = await replay_chosen(service, name, frozenset(body.event_ids))
     return as_json(ReplayOut(name=name, replayed=report.moved, dlq_depth=report.depth, scanned=report.scanned))

@@ -211,7 +211,8 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "summary": "Send back what failed for good since a moment (the DLQ's letters dead since then)",
                     "description": "Each dead letter of the endpoint that died at or after `since` is published "
                     "to the endpoint again with a fresh retry budget, confirmed, then removed from its DLQ; older "
-                    "ones stay. As `warren dlq replay --since`.",
+                    "ones stay. As `warren dlq replay --since`. A lane endpoint's letters are taken out of its lane's "
+                    "shared DLQ and sent back to its lane; its lane-mates' stay, in order.",
                     "security": _SECURITY,
                     "parameters": [
                         _NAME,
@@ -236,7 +237,7 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "summary": "Send back chosen dead letters of the endpoint, by event id",
                     "description": "Each dead letter of the endpoint whose event is listed is published to the "
                     "endpoint again with a fresh retry budget, confirmed, then removed from its DLQ; others stay. "
-                    "As `warren dlq replay --ids`.",
+                    "As `warren dlq replay --ids`. A lane endpoint's letters only: its lane-mates' stay, in order.",
                     "security": _SECURITY,
                     "parameters": [_NAME],
                     "requestBody": _body("ReplayIn"),

@@ -82,7 +82,10 @@ class _Options(_In):
     ordering: Literal["none", "key"] | None = Field(default=None, description="'key': in order per event key.")
     partitions: int | None = Field(default=None, ge=1, le=256, description="With ordering 'key' (default 4).")
     home: Literal["dedicated", "lane"] | None = Field(
-        default=None, description="'lane': no queues of its own, shares the deployment's lanes (default 'dedicated')."
+        default=None,
+        description="'lane': no queues of its own, shares the deployment's lanes; 'dedicated': queues of its own. "
+        "Left out on a create: [lanes] api_default_home ('lane') while lanes are on, 'dedicated' when they are off "
+        "or with ordering 'key'. Left out on an update: kept; another home is a move, refused (409) where not built.",
     )
     concurrency: int | None = Field(default=None, ge=1, le=2048, description="Requests in flight per worker.")
     timeout: Seconds | None = None
@@ -127,6 +130,7 @@ class EndpointOut(BaseModel):
     tenant: str | None
     url: str
     events: list[str]
+    home: Literal["dedicated", "lane"] = Field(description="'lane': shares the deployment's lanes; 'dedicated': not.")
     options: dict[str, JsonValue] = Field(description="The other fields set on the endpoint.")
     managed_by: Literal["api", "file"] = Field(description="'file': from the configuration file, read-only here.")
     state: str = Field(description="active, paused, disabled, open, half-open or throttled.")
@@ -371,13 +375,19 @@ class ReplayIn(_In):
 class ReplayOut(BaseModel):
     name: str
     replayed: int = Field(description="Dead letters sent back for delivery (those of the events asked for found).")
-    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before.")
-    scanned: int = Field(description="Dead letters read to find them.")
+    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before (a lane endpoint: its own).")
+    scanned: int = Field(description="Dead letters read to find them (a lane endpoint: of its lane's DLQ).")
 
 
 class RecoverOut(BaseModel):
     name: str
     since: str = Field(description="The moment asked for, in ISO 8601 (UTC).")
     recovered: int = Field(description="Dead letters sent back for delivery (dead at or after `since`).")
-    dlq_depth: int = Field(description="Dead letters the endpoint's DLQ held before the recovery.")
-    scanned: int = Field(description="Dead letters read: all of them unless the DLQ held more than one pass reads.")
+    dlq_depth: int = Field(
+        description="Dead letters the endpoint's DLQ held before the recovery (a lane endpoint: its own letters "
+        "among those read of its lane's shared DLQ)."
+    )
+    scanned: int = Field(
+        description="Dead letters read: all of them unless the DLQ held more than one pass reads (a lane endpoint: "
+        "of its lane's shared DLQ, its lane-mates' included)."
+    )

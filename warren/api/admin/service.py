@@ -13,24 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aio_pika.abc import AbstractConnection
 from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
+from warren.api.admin.homes import home_after_update, with_home
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
 from warren.api.ingest.body import invalid, validation_problems
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
-from warren.broker.dlq.move import MoveReport as Moved
-from warren.broker.dlq.recover import recover, replay_events
 from warren.broker.endpoint_state.admin import AdminError, change_admin, read_views
 from warren.broker.endpoint_state.records import EndpointView, summary
 from warren.broker.live_apply import Removal
-from warren.core.errors import BrokerUnavailable, ReplayError, TopologyError, WarrenError
+from warren.core.errors import BrokerUnavailable, WarrenError
 from warren.store.keys import StoreKeyError
 from warren.store.records import (
     API,
@@ -234,7 +232,7 @@ class EndpointService:
     async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
         """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
         secret = data.get("secret") or new_signing_secret()
-        endpoint = self._endpoint({**data, "secret": secret, "tenant": tenant})
+        endpoint = self._endpoint({**with_home(data, self.config.lanes), "secret": secret, "tenant": tenant})
         async with self._changing(endpoint.name):
             existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
             if (existing is not None and existing.file_managed) or any(
@@ -266,6 +264,7 @@ class EndpointService:
             data["secret"] = current.secret
             new_tenant = stored.tenant if tenant is False else tenant
             data["tenant"] = new_tenant
+            data["home"] = home_after_update(current.home, changes, data, self.config.lanes)
             endpoint = self._endpoint(data)
             await self._apply(endpoint)
             updated: StoredEndpoint | None = await self._guarded(
@@ -355,27 +354,6 @@ class EndpointService:
         except AdminError as exc:
             raise ApiError(409, REFUSED, str(exc)) from exc
         return (await self.states([name]))[name], bool(change.records)
-
-    async def _move(self, name: str, what: str, move: Callable[[AbstractConnection], Awaitable[Moved]]) -> Moved:
-        """A move of the endpoint's dead letters (dlq/recover.py) on the service's link, its failures as answers."""
-        await self.get(name)
-        try:
-            async with self.link.connection() as connection:
-                return await move(connection)
-        except BrokerUnavailable as exc:
-            raise ApiError(503, BROKER_UNAVAILABLE, f"nothing {what}: {exc}") from exc
-        except (ReplayError, TopologyError) as exc:
-            raise ApiError(409, REFUSED, str(exc)) from exc
-
-    async def recover(self, name: str, since_ms: int) -> Moved:
-        """Send back what failed for good since ``since_ms``: the DLQ's letters dead at or after it."""
-        prefix = self.config.broker.prefix
-        return await self._move(name, "recovered", lambda connection: recover(connection, prefix, name, since_ms))
-
-    async def replay(self, name: str, event_ids: frozenset[str]) -> Moved:
-        """Send back the endpoint's dead letters of ``event_ids``, each with a fresh budget."""
-        prefix = self.config.broker.prefix
-        return await self._move(name, "replayed", lambda connection: replay_events(connection, prefix, name, event_ids))
 
     async def test(self, name: str, event_type: str = "warren.test", data: Any = None) -> TestResult:
         """Send one signed test event to the endpoint now, as a worker would, and say what came of it."""

@@ -71,6 +71,7 @@ class MoveReport:
     scanned: int  # messages read (all of them unless the DLQ held more than the scan limit)
     chosen: list[DeadLetter] = field(default_factory=list)  # what matched (what moved, unless dry run)
     moved: int = 0
+    own: int = 0  # of those read, the letters naming the endpoint (a shared lane's DLQ; every one otherwise)
 
 
 def dlq_route(prefix: str, endpoint: str, lanes: int = 0) -> tuple[str, str, str | None]:
@@ -116,8 +117,9 @@ async def move_selected(
         if exchange_name:
             await existing_exchange(publisher.channel, exchange_name)
         async with hold_messages(connection, source, scan=scan) as held:
-            report = MoveReport(held.depth, len(held.messages))
-            report.chosen = select(held.letters(), selection, newest_first=newest_first)
+            letters = held.letters()
+            report = MoveReport(held.depth, len(letters), own=sum(not lanes or x.endpoint == endpoint for x in letters))
+            report.chosen = select(letters, selection, newest_first=newest_first)
             if not dry_run and report.chosen:
                 await _move(publisher, exchange_name, held.messages, report, window, on_moved, key)
             return report

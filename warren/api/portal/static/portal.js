@@ -55,17 +55,28 @@ function show(...children) {
   view.focus();
 }
 
-async function listPage() {
-  const page = await api("GET", "/v1/endpoints?limit=500");
+// Endpoints per page of the list: the admin API pages by name, each page's next_cursor naming where the next
+// begins (#/?after=<cursor>), so a page is an address the browser's Back returns to.
+const PAGE = 50;
+const AFTER = /^#\/\?after=([^&]+)$/;
+
+async function listPage(after = null) {
+  const query = new URLSearchParams({ limit: String(PAGE) });
+  if (after) query.set("cursor", after);
+  const page = await api("GET", `/v1/endpoints?${query}`);
   const rows = page.data.map((e) =>
     el("tr", {}, el("td", {}, el("a", { href: `#/endpoints/${encodeURIComponent(e.name)}` }, e.name)),
       el("td", {}, e.url), el("td", {}, e.events.join(", ")), el("td", {}, e.state)));
+  const paging = el("nav", { class: "actions", "aria-label": "Pages" },
+    after ? el("a", { href: "#/" }, "First page") : null,
+    page.next_cursor ? el("a", { href: `#/?after=${encodeURIComponent(page.next_cursor)}` }, "Next page") : null);
   show(
     el("h2", {}, "Endpoints"),
     el("div", { class: "actions" }, el("a", { href: "#/new" }, "Add an endpoint")),
     rows.length
       ? el("table", {}, el("thead", {}, el("tr", {}, ["Name", "URL", "Events", "State"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows))
-      : el("p", { class: "muted" }, "No endpoint yet."),
+      : el("p", { class: "muted" }, after ? "No more endpoints." : "No endpoint yet."),
+    ...(paging.childElementCount ? [paging] : []),
   );
 }
 
@@ -158,6 +169,7 @@ async function endpointPage(name) {
   show(
     el("h2", {}, endpoint.name),
     el("p", {}, "State: ", el("strong", { id: "state" }, endpoint.state)),
+    el("p", {}, "Home: ", el("strong", { id: "home" }, endpoint.home === "lane" ? "shared lane" : "queues of its own")),
     el("div", { class: "actions" },
       act(paused ? "Resume" : "Pause", async () => { await api("POST", `${path}/${paused ? "resume" : "pause"}`); say(paused ? "Resumed." : "Paused."); await endpointPage(name); }),
       act("Send a test event", async () => {
@@ -196,6 +208,7 @@ async function route() {
   try {
     if (hash.startsWith("#/endpoints/")) await endpointPage(decodeURIComponent(hash.slice("#/endpoints/".length)));
     else if (hash === "#/new") await newPage();
+    else if (AFTER.test(hash)) await listPage(decodeURIComponent(hash.match(AFTER)[1]));
     else await listPage();
   } catch (error) {
     if (error.status === 401) show(el("h2", {}, "Session over"), el("p", {}, "Open the portal again from your platform."));

@@ -1,0 +1,142 @@
+"""An endpoint's home through the admin API and `warren endpoint`: a create that names none gets the deployment's
+default (a lane while lanes are on, configurable; dedicated when they are off), the answer and GET show it, and an
+update keeps it unless it names another (a move, which the live apply refuses where it is not built)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tests.api.admin.conftest import ADMIN_TOKEN, AdminServer
+from tests.api.ingest.conftest import TOKEN, ApiServer
+from tests.conftest import TEST_STORE_KEY
+from tests.support.cli import warren
+from tests.support.health import wait_until
+from tests.support.processes import write_config
+from tests.support.receiver import Receiver
+from tests.support.setup_helpers import prefix_state
+from warren.api.admin.homes import home_after_update, with_home
+from warren.broker.management import ManagementClient
+from warren.consumers.worker import Worker
+from warren.topology.config import WarrenConfig
+from warren.topology.settings import LaneSettings
+
+Start = Callable[..., Awaitable[AdminServer]]
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def spec(name: str, **fields: object) -> dict[str, object]:
+    return {"name": name, "url": "http://127.0.0.1:9/hook", "events": ["order.*"], **fields}
+
+
+def test_the_default_home_follows_the_lanes_and_an_update_keeps_it_unless_asked() -> None:
+    on, off, dedicated = LaneSettings(count=4), LaneSettings(), LaneSettings(count=4, api_default_home="dedicated")
+    assert [with_home({}, lanes)["home"] for lanes in (on, off, dedicated)] == ["lane", "dedicated", "dedicated"]
+    assert with_home({"ordering": "key"}, on)["home"] == "dedicated"  # ordered lane endpoints are not built
+    assert with_home({"home": "dedicated"}, on)["home"] == "dedicated"
+    # An update that leaves home out keeps it; null asks for the default a create would get
+    assert home_after_update("lane", {}, {}, on) == "lane"
+    assert home_after_update("dedicated", {"url": "x"}, {}, on) == "dedicated"
+    assert home_after_update("lane", {"home": None}, {}, off) == "dedicated"
+    assert home_after_update("lane", {"home": None}, {"ordering": "key"}, on) == "dedicated"
+    assert home_after_update("dedicated", {"home": "lane"}, {}, on) == "lane"
+
+
+async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoint(start_admin: Start) -> None:
+    # Given the admin API of a deployment with lanes
+    admin = await start_admin(lanes={"count": 2})
+    # When an endpoint is created without a home, one with "dedicated", and an ordered one
+    plain = await admin.call("POST", "/v1/endpoints", spec("tail"))
+    own = await admin.call("POST", "/v1/endpoints", spec("busy", home="dedicated"))
+    ordered = await admin.call("POST", "/v1/endpoints", spec("ledger", ordering="key"))
+    assert (plain.status, own.status, ordered.status) == (201, 201, 201), (plain.body, own.body, ordered.body)
+    # Then the first lives on a lane, the others on queues of their own: applied so, answered so, read so
+    assert [e.home for e in admin.applier.applied] == ["lane", "dedicated", "dedicated"]
+    assert [r.body["home"] for r in (plain, own, ordered)] == ["lane", "dedicated", "dedicated"]
+    read = await admin.call("GET", "/v1/endpoints/tail")
+    assert (read.body["home"], read.body["options"]["home"]) == ("lane", "lane")
+    listed = await admin.call("GET", "/v1/endpoints")
+    assert {e["name"]: e["home"] for e in listed.body["data"]} == {
+        "tail": "lane",
+        "busy": "dedicated",
+        "ledger": "dedicated",
+    }
+    # When updated without a home, it stays where it is
+    updated = await admin.call("PATCH", "/v1/endpoints/tail", {"url": "http://127.0.0.1:9/v2"})
+    assert (updated.status, updated.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
+    # And null asks for the default, which it has
+    again = await admin.call("PATCH", "/v1/endpoints/tail", {"home": None})
+    assert (again.status, again.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
+
+
+async def test_the_default_home_is_configurable_and_dedicated_without_lanes(start_admin: Start) -> None:
+    chosen = await start_admin(lanes={"count": 2, "api_default_home": "dedicated"})
+    without = await start_admin()
+    for admin, name in ((chosen, "chosen"), (without, "without")):  # one store: a name each
+        created = await admin.call("POST", "/v1/endpoints", spec(name))
+        assert (created.status, created.body["home"]) == (201, "dedicated"), created.body
+        assert admin.applier.applied[-1].home == "dedicated"
+
+
+async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Start, tmp_path: Path) -> None:
+    admin = await start_admin(lanes={"count": 2}, store={"keys": [TEST_STORE_KEY]})  # the CLI seals for workers
+    path = str(write_config(tmp_path, admin.config))
+    created = await warren(
+        "endpoint", "create", "tail", "--url", "http://127.0.0.1:9/t", "-e", "order.*", "--config", path
+    )
+    assert created.code == 0, created.err
+    assert "(home lane)" in created.out
+    named = await warren(
+        "endpoint", "create", "busy", "--url", "http://127.0.0.1:9/b", "-e", "#", "--home", "dedicated",
+        "--config", path, "--json",
+    )  # fmt: skip
+    assert named.code == 0, named.err
+    assert '"home": "dedicated"' in named.out
+    # A dedicated endpoint asked onto a lane moves there (demotion, warren/broker/live_demote.py)
+    moved = await warren("endpoint", "update", "busy", "--home", "lane", "--config", path)
+    assert moved.code == 0, (moved.out, moved.err)
+    assert (await admin.call("GET", "/v1/endpoints/busy")).body["home"] == "lane"
+    # An ordered one is refused (a lane keeps no per-key order), and stays where it is
+    ordered = await warren(
+        "endpoint", "create", "ledger", "--url", "http://127.0.0.1:9/l", "-e", "#", "--ordering", "key",
+        "--config", path,
+    )  # fmt: skip
+    assert ordered.code == 0, ordered.err
+    refused = await warren("endpoint", "update", "ledger", "--home", "lane", "--config", path)
+    assert refused.code != 0 and "is not available on a lane" in refused.err, refused.err
+    assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "dedicated"
+    kept = await warren("endpoint", "update", "tail", "--concurrency", "4", "--config", path, "--json")
+    assert kept.code == 0 and '"home": "lane"' in kept.out, (kept.out, kept.err)
+
+
+async def test_an_endpoint_created_without_a_home_owns_nothing_on_the_broker_and_is_served(
+    make_config: Callable[..., WarrenConfig],
+    start_api: Callable[..., Awaitable[ApiServer]],
+    store_url: str,
+    management: ManagementClient,
+    prefix: str,
+) -> None:
+    async with Receiver() as receiver:
+        # Given `warren api` applying for real, lanes on, and a worker
+        config = make_config(
+            api={"tokens": [TOKEN], "admin_tokens": [ADMIN_TOKEN]},
+            store={"url": store_url, "keys": [TEST_STORE_KEY]},
+            lanes={"count": 2},
+        )
+        api = await start_api(config)
+        async with Worker(config) as worker:
+            before = await prefix_state(management, prefix)
+            # When an endpoint is created without a home
+            body = {"name": "tail", "url": f"{receiver.url}/tail", "events": ["order.*"]}
+            created = await api.request("POST", "/v1/endpoints", body, token=ADMIN_TOKEN)
+            assert (created.status, created.body["home"]) == (201, "lane"), created.body
+            # Then the broker holds no queue or binding more, and the endpoint gets its events
+            after = await prefix_state(management, prefix)
+            assert (set(after.queues), after.bindings) == (set(before.queues), before.bindings)
+            await wait_until(lambda: worker.lanes is not None and "tail" in worker.lanes.index, 10, "tail served")
+            published = await api.request("POST", "/v1/events", {"type": "order.paid", "data": {}}, token=TOKEN)
+            assert published.status == 202, published.body
+            await receiver.wait_for(lambda r: published.body["id"] in r.ok_ids("/hook/tail"), 10)
