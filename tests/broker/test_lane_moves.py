@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from aiohttp import web
 
+from tests.broker.dlq.test_lane_dlq import seed
 from tests.broker.test_lanes_live import endpoint, publish
 from tests.support.dead_letters import drain, wait_depth
 from tests.support.health import wait_until
@@ -41,6 +42,8 @@ async def test_a_lane_endpoint_promoted_live_keeps_every_copy_its_lane_and_retri
             before = [Event(type="order.paid", data={"n": i}) for i in range(30)]
             await publish(config, before)
             await receiver.wait_for(lambda r: len({x.event_id for x in r.received}) >= 10, 15)
+            letter = Event(type="order.paid", data={"dead": True})
+            await seed(config, [("rising", letter), ("mate", Event(type="order.paid", data={}))])
             # When it is promoted to queues of its own while they retry, and recovers
             await apply_endpoint(config, endpoint(receiver, "rising", home="dedicated", circuit={"enabled": False}))
             await wait_until(lambda: not isinstance(worker.runners.get("rising"), LaneRunner), 10, "re-served")
@@ -55,6 +58,11 @@ async def test_a_lane_endpoint_promoted_live_keeps_every_copy_its_lane_and_retri
             lane = await management.queue(names.lane_queue(prefix, 0))
             assert lane is not None and lane.get("messages", 0) == 0
             assert await management.queue(names.work_queue(prefix, "rising")) is not None
+        # and its dead letter of its lane time is in its own DLQ now; its lane-mate's stayed
+        assert [m.message_id for m in await drain(config, names.dlq(prefix, "rising"))] == [letter.id]
+        assert [(m.headers or {}).get("warren-endpoint") for m in await drain(config, names.lane_dlq(prefix, 0))] == [
+            "mate"
+        ]
 
 
 async def test_a_dedicated_endpoint_demoted_live_takes_its_queue_its_retries_and_its_dead_letters_to_its_lane(

@@ -26,6 +26,7 @@ from aio_pika.abc import AbstractConnection
 from warren.broker.amqp.channels import close_channel
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
+from warren.broker.dlq.relocate import relocate_letters
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_demote import demote
 from warren.broker.live_layout import announce, by, one_call_connection, read_layout
@@ -174,6 +175,13 @@ async def _apply_on(
     if stale:
         await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
     await announce(connection, prefix, record)
+    if settings.lanes.count and not before.exists:
+        # New here, or promoted from a lane: letters naming it in its lane's DLQ follow it into its own DLQ.
+        lane = names.lane_of(endpoint.name, settings.lanes.count)
+        with contextlib.suppress(TopologyError):  # no lanes declared yet: no letters to follow
+            await relocate_letters(
+                connection, names.lane_dlq(prefix, lane), names.dlq(prefix, endpoint.name), endpoint.name
+            )
     if dropped:
         try:
             await retire(connection, settings, endpoint.name, list(dropped), force=False)
