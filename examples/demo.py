@@ -5,7 +5,8 @@ Run it with ``scripts/demo`` (which prepares RabbitMQ first). It uses examples/d
            "poison" messages (exhausted after 4 attempts -> DLQ);
   billing  ordered per key (8 partitions), answers 422 to an invalid order (dead-lettered at once) and checks
            that every key's sequence arrives in order;
-  audit    subscribed to everything.
+  audit    subscribed to everything;
+  tail     on a shared lane (no queue of its own: the workers' routing stage fans events out to it).
 Every request's Standard Webhooks signature is verified with the receiving toolkit.
 """
 
@@ -40,7 +41,7 @@ console = Console()
 
 
 class DemoReceiver:
-    """The customers' side: three webhook endpoints on 127.0.0.1:8089 that verify, record and misbehave a bit."""
+    """The customers' side: four webhook endpoints on 127.0.0.1:8089 that verify, record and misbehave a bit."""
 
     def __init__(self) -> None:
         config = load_config(CONFIG)
@@ -165,12 +166,19 @@ async def main() -> int:
             return 1
 
         console.rule("[bold]4. delivery, retries and dead letters")
-        expected = {"acme": 60, "billing": 40, "audit": 103}
-        expected_dead = {"acme": 2, "billing": 1, "audit": 0}
+        expected = {"acme": 60, "billing": 40, "audit": 103, "tail": 62}
+        expected_dead = {"acme": 2, "billing": 1, "audit": 0, "tail": 0}
+        lanes = config.lanes.count
+        dlqs = {  # a lane endpoint's dead letters would be in its lane's DLQ (the demo's only lane endpoint: tail)
+            e.name: names.lane_dlq(prefix, names.lane_of(e.name, lanes))
+            if e.home == "lane"
+            else names.dlq(prefix, e.name)
+            for e in config.endpoints
+        }
         deadline = time.monotonic() + 60
         dead: dict[str, int] = {}
         while time.monotonic() < deadline:
-            dead = {e: await queue_depth(channel, names.dlq(prefix, e)) for e in expected}
+            dead = {e: await queue_depth(channel, dlqs[e]) for e in expected}
             if all(len(receiver.delivered[e]) >= n for e, n in expected.items()) and dead == expected_dead:
                 break
             await asyncio.sleep(0.25)
@@ -181,7 +189,7 @@ async def main() -> int:
             name = endpoint.name
             table.add_row(
                 name,
-                endpoint.ordering,
+                endpoint.ordering if endpoint.home == "dedicated" else f"{endpoint.ordering} (lane)",
                 str(receiver.requests[name]),
                 f"{len(receiver.delivered[name])}/{expected[name]}",
                 str(receiver.failures_sent[name]),

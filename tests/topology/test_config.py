@@ -63,9 +63,10 @@ def test_the_example_file_loads_with_the_documented_values(monkeypatch: pytest.M
     assert billing.events == ("order.paid", "order.refunded")
 
 
-def test_the_demo_file_loads_three_local_endpoints_one_ordered() -> None:
+def test_the_demo_file_loads_four_local_endpoints_one_ordered_one_on_a_lane() -> None:
     config = load_config(DEMO)
-    assert len(config.endpoints) == 3
+    assert len(config.endpoints) == 4
+    assert [e.name for e in config.endpoints if e.home == "lane"] == ["tail"] and config.lanes.count == 2
     assert config.delivery.allow_private_networks is True
     assert (config.retry.base, config.retry.cap, config.retry.max_attempts) == (0.2, 2.0, 4)
     assert all(e.url.startswith("http://127.0.0.1:") for e in config.endpoints)
