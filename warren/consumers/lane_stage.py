@@ -7,10 +7,12 @@ index in step with them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_index import SubscriptionIndex
@@ -20,7 +22,7 @@ from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import delay_levels
 from warren.transport.base import Transport
 
-__all__ = ["LaneStage"]
+__all__ = ["LaneStage", "open_runner"]
 
 
 class LaneStage:
@@ -33,6 +35,8 @@ class LaneStage:
         self.index = SubscriptionIndex()
         self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks)
         self.router = LaneRouter(prefix, lanes.count, lanes.route_prefetch, self.index)
+        self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
+        self._opening = asyncio.Lock()
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
@@ -47,6 +51,15 @@ class LaneStage:
             hooks=self.hooks,
             channel_acks=self.consumer.acks_of,
         )
+
+    async def open(self, runner: EndpointRunner, connection: AbstractRobustConnection) -> None:
+        """Open lane runner ``runner`` (instead of its ``open``): it publishes on the stage's one confirming
+        channel, so that a worker serves any number of lane endpoints within RabbitMQ's channel_max (a channel
+        each, as a dedicated endpoint has, stopped one near 2,000) and a live one is served without a round trip."""
+        async with self._opening:
+            if self._publishing is None:
+                self._publishing = await ConfirmChannel(connection).open()
+        await runner.settler.open(connection, self.config.broker.prefix, shared=self._publishing)
 
     def add(self, endpoint: Endpoint) -> None:
         self.index.add(endpoint)
@@ -67,3 +80,13 @@ class LaneStage:
     async def close(self, grace: float) -> None:
         await self.router.close(grace)
         await self.consumer.close(grace)
+        if self._publishing is not None:
+            await self._publishing.close()
+
+
+async def open_runner(runner: EndpointRunner, connection: AbstractRobustConnection, lanes: LaneStage | None) -> None:
+    """Open a worker's runner: a lane endpoint's on the lanes' shared channel (``LaneStage.open``)."""
+    if lanes is not None and runner.endpoint.home == "lane":
+        await lanes.open(runner, connection)
+    else:
+        await runner.open(connection)

@@ -22,7 +22,7 @@ from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.lane_stage import LaneStage
+from warren.consumers.lane_stage import LaneStage, open_runner
 from warren.consumers.live_endpoints import LiveEndpoints
 from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
@@ -133,7 +133,7 @@ class Worker:
         self._transport = transport
         for endpoint in [*self.endpoints, *(self.lane_endpoints if self.lanes else ())]:
             runner = self._runner(endpoint)
-            await runner.open(self.connection)
+            await open_runner(runner, self.connection, self.lanes)
             self.runners[endpoint.name] = runner
         # Endpoint health: read the fleet's state before consuming; it pauses the endpoints held.
         self.health = HealthControl(self.config, self.runners, self.hooks, worker=f"{self.name}-{os.getpid()}")
@@ -196,7 +196,7 @@ class Worker:
             self.lanes.add(endpoint)
         runner = self._runner(endpoint)
         try:
-            await runner.open(self.connection)
+            await open_runner(runner, self.connection, self.lanes)
         except BaseException:
             if self.lanes is not None:
                 self.lanes.remove(endpoint.name)

@@ -228,8 +228,11 @@ class HealthControl(HealthState):
         while True:
             await asyncio.sleep(TICK)
             now = time.time()
-            for name, guard in self.guards.items():
-                runner = self.runners[name]
+            for name in list(self.watched):
+                guard, runner = self.guards.get(name), self.runners.get(name)
+                if guard is None or runner is None or (_quiet(guard) and runner.paused_reason is None):
+                    self.watched.discard(name)  # nothing for the tick to do until a record changes its view
+                    continue
                 where = standing(guard.view, now, guard.probing)
                 held = where.mode == "hold"
                 drifted = held != (runner.paused_reason is not None) or (held and runner.paused_reason != where.reason)
@@ -325,3 +328,9 @@ class HealthControl(HealthState):
                 await self.store.refresh(records)
             except PUBLISH_FAILURES as exc:
                 log.warning("state stream refresh failed (%s)", exc or type(exc).__name__)
+
+
+def _quiet(guard: EndpointGuard) -> bool:
+    """No state record in its view and no probe: the tick has nothing to do for it (a record changes that)."""
+    view = guard.view
+    return view.admin is None and view.circuit is None and view.throttle is None and not guard.probing
