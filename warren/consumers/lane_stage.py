@@ -2,21 +2,26 @@
 
 The worker keeps its runners in one map (the lane endpoints' beside the dedicated ones', so that endpoint
 health, metrics and the drain treat them alike); this stage makes the lane runners and keeps the router's
-index in step with them.
+index in step with them. Lane runners publish on one confirming channel, the stage's; the runner of an endpoint
+read at start is built on its first message (``defer``, ``build``: warren/consumers/lane_runners.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable
 
 from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.endpoint_state.records import standing
 from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_router import LaneRouter
+from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import delay_levels
@@ -28,15 +33,18 @@ __all__ = ["LaneStage", "open_runner"]
 class LaneStage:
     """``runners`` is the worker's map of runners; ``start`` once the lane endpoints' runners are in it."""
 
-    def __init__(self, config: WarrenConfig, runners: Mapping[str, EndpointRunner], hooks: DeliveryHooks) -> None:
+    def __init__(self, config: WarrenConfig, runners: Runners, hooks: DeliveryHooks) -> None:
         self.config = config
         self.hooks = hooks
+        self.runners = runners
         prefix, lanes = config.broker.prefix, config.lanes
         self.index = SubscriptionIndex()
         self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks)
         self.router = LaneRouter(prefix, lanes.count, lanes.route_prefetch, self.index)
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
+        self._health: HealthControl | None = None
+        self._transport: Transport | None = None
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
@@ -56,10 +64,31 @@ class LaneStage:
         """Open lane runner ``runner`` (instead of its ``open``): it publishes on the stage's one confirming
         channel, so that a worker serves any number of lane endpoints within RabbitMQ's channel_max (a channel
         each, as a dedicated endpoint has, stopped one near 2,000) and a live one is served without a round trip."""
+        runner.settler.share(await self._publishing_channel(connection), self.config.broker.prefix)
+
+    async def _publishing_channel(self, connection: AbstractRobustConnection) -> ConfirmChannel:
         async with self._opening:
             if self._publishing is None:
                 self._publishing = await ConfirmChannel(connection).open()
-        await runner.settler.open(connection, self.config.broker.prefix, shared=self._publishing)
+            return self._publishing
+
+    def defer(self, endpoint: Endpoint) -> None:
+        """Route to ``endpoint`` now and build its runner on its first message (lane_runners.py)."""
+        self.index.add(endpoint)
+        self.runners.defer(endpoint)
+
+    def build(self, endpoint: Endpoint) -> LaneRunner:
+        """A deferred endpoint's runner, now and without a wait: what ``Worker.serve_endpoint`` does for one.
+
+        A held endpoint (paused, disabled, circuit open) does not accept yet: its messages are parked until
+        endpoint health, whose tick looks at it (it has a state record), pauses or resumes it."""
+        assert self._publishing is not None and self._health is not None and self._transport is not None
+        runner = self.runner(endpoint, delay_levels(self.config), self._transport)
+        runner.settler.share(self._publishing, self.config.broker.prefix)
+        guard = self._health.add_endpoint(endpoint.name, runner)
+        if standing(guard.view, time.time(), guard.probing).mode != "hold":
+            runner._accepting = True  # what LaneRunner.start_consuming does (an await for nothing)
+        return runner
 
     def add(self, endpoint: Endpoint) -> None:
         self.index.add(endpoint)
@@ -67,9 +96,18 @@ class LaneStage:
     def remove(self, name: str) -> None:
         self.index.remove(name)
 
-    async def start(self, connection: AbstractRobustConnection, endpoints: Iterable[Endpoint]) -> None:
+    async def start(
+        self,
+        connection: AbstractRobustConnection,
+        endpoints: Iterable[Endpoint],
+        health: HealthControl,
+        transport: Transport,
+    ) -> None:
         for endpoint in endpoints:
             self.index.add(endpoint)
+        self._health, self._transport = health, transport
+        await self._publishing_channel(connection)
+        self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
         await self.router.start(connection)
 

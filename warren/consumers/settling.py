@@ -68,16 +68,16 @@ class Settler:
         self._delay_exchange = ""
         self._dead_exchange = ""
 
-    async def open(
-        self, connection: AbstractRobustConnection, prefix: str, shared: ConfirmChannel | None = None
-    ) -> None:
-        """The publishing channel, with confirms and returns raised, and the two exchanges it moves into.
+    async def open(self, connection: AbstractRobustConnection, prefix: str) -> None:
+        """The publishing channel, with confirms and returns raised, and the two exchanges it moves into."""
+        self.share(await ConfirmChannel(connection).open(), prefix)
+        self._owned = True
 
-        ``shared``: a channel other endpoints publish on too (the lane endpoints', warren/consumers/lane_stage.py:
-        a channel each would stop a worker at RabbitMQ's channel_max, 2047, near 2,000 of them), which ``close``
-        leaves open to its owner."""
-        self._owned = shared is None
-        self._channel = shared if shared is not None else await ConfirmChannel(connection).open()
+    def share(self, channel: ConfirmChannel, prefix: str) -> None:
+        """Publish on ``channel``, which other endpoints publish on too and ``close`` leaves open: the lane
+        endpoints' (warren/consumers/lane_stage.py; a channel each stopped a worker at RabbitMQ's channel_max,
+        2047, near 2,000 of them)."""
+        self._channel, self._owned = channel, False
         self._delay_exchange = names.delay_exchange(prefix, self.delay_levels - 1)
         self._dead_exchange = names.dead_exchange(prefix)
 
