@@ -27,7 +27,7 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.endpoint_records import EndpointRecord
-from warren.broker.live_layout import announce, by, one_call_connection, read_layout
+from warren.broker.live_layout import announce, by, one_call_connection, own_queues, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
 from warren.core.errors import EndpointNotEmpty, LiveApplyError, TopologyError
@@ -145,10 +145,10 @@ async def _apply_lane_endpoint(
     """
     if settings.lanes.count == 0:
         raise LiveApplyError(f"endpoint {endpoint.name!r}: home = 'lane' needs [lanes] count > 0 (and `warren setup`)")
-    before = await read_layout(connection, settings.broker.prefix, endpoint.name)
-    if before.consumed:
+    own = await own_queues(connection, settings.broker.prefix, endpoint.name)
+    if own:
         raise LiveApplyError(
-            f"endpoint {endpoint.name!r} has queues of its own ({', '.join(sorted(before.consumed))}): moving a "
+            f"endpoint {endpoint.name!r} has queues of its own ({', '.join(own)}): moving a "
             "dedicated endpoint onto a lane is not built yet; delete it and create it again on a lane"
         )
     await announce(connection, settings.broker.prefix, record)
