@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import random
@@ -96,6 +97,9 @@ class LiveEndpoints:
                 self._sealer,
             )
         await self._sync_all()
+        # What was read lives as long as the worker (100,000 endpoints are millions of objects): out of the
+        # collector's full scans, which otherwise paused delivery again and again.
+        gc.freeze()
         self._loops.append(asyncio.create_task(self._refresh_loop(), name="live-endpoints-refresh"))
 
     async def close(self) -> None:
