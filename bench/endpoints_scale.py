@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/endpoints_scale.py [--endpoints 1,100,1000,3000] [--types quorum,classic]
                                               [--events 3] [--one-channel 1000] [--budget 2400]
+    .venv/bin/python bench/endpoints_scale.py --lane-creates 10000 --lane-store 100000 [--lanes 16] [--runs 3]
+                                              [--stores sqlite,postgresql] [--sample 50] [--baseline 10]
+
+With ``--lane-creates`` or ``--lane-store`` it measures issue 34's scale figures for lane endpoints instead
+(bench/lane_figures.py), on the node's default vhost under a prefix of its own.
 
 Run it against a node of its own (WARREN_BENCH_AMQP_URL and WARREN_BENCH_MANAGEMENT_URL; the path of the AMQP
 URL is ignored): each row gets a vhost of its own, deleted at the end of the row whatever happens. Per row
@@ -269,14 +274,33 @@ async def main(counts: list[int], types: list[str], events: int, one_channel: se
         await runner.cleanup()
 
 
+def lane_figures(args: argparse.Namespace) -> None:
+    """Issue 34's scale figures for lane endpoints (bench/lane_figures.py), instead of the dedicated rows."""
+    from bench.lane_figures import run_lane_figures
+
+    asyncio.run(run_lane_figures(args))
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
+    parser.add_argument("--lane-creates", type=int, default=0, help="lane endpoints created through the admin API")
+    parser.add_argument("--lane-store", type=int, default=0, help="lane endpoints in the store and the stream")
+    parser.add_argument("--lanes", type=int, default=16, help="[lanes] count for the lane figures")
+    parser.add_argument("--sample", type=int, default=50, help="every Nth created endpoint is timed to its delivery")
+    parser.add_argument("--stores", default="sqlite,postgresql", help="stores the creates and the fill use")
+    parser.add_argument("--baseline", type=int, default=10, help="endpoints of the route rate's baseline")
+    parser.add_argument("--route-events", type=int, default=1000, help="events of one tenant per route run")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each lane figure (medians)")
+    parser.add_argument("--create-budget", type=float, default=480, help="seconds of creates, at most, per store")
     parser.add_argument("--endpoints", default="1,100,1000,3000")
     parser.add_argument("--types", default="quorum,classic")
     parser.add_argument("--events", type=int, default=3, help="events published; each goes to every endpoint")
     parser.add_argument("--one-channel", default="1000", help="endpoint counts also set up on one channel")
     parser.add_argument("--budget", type=float, default=2400, help="seconds; no row starts after it")
     a = parser.parse_args()
+    if a.lane_creates or a.lane_store:
+        lane_figures(a)
+        sys.exit(0)
     asyncio.run(
         main(
             [int(x) for x in a.endpoints.split(",")],

@@ -20,6 +20,7 @@ from tests.support.health import wait_until
 from tests.support.processes import WorkerProcess, write_config
 from tests.support.receiver import Receiver, Reply
 from warren.broker import wire
+from warren.broker.endpoint_state.admin import change_admin
 from warren.broker.events import Event, encode_event
 from warren.broker.live_apply import apply_endpoint
 from warren.consumers import lanes
@@ -282,3 +283,36 @@ async def test_a_live_lane_endpoint_reconfigured_while_events_flow_misses_none(
         # Then every event is delivered, at the old URL or the new one
         await receiver.wait_for(lambda r: {e.id for e in events} <= r.ok_ids(), 20)
         assert receiver.ok_ids("/hook/moved")
+
+
+async def test_lane_endpoints_read_at_start_get_their_runner_on_their_first_message_and_stay_paused(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given three live lane endpoints announced before any worker runs, one of them paused by an operator
+    config = await endpoint_config([], lanes={"count": LANES})
+    quiet, busy, paused = (
+        Endpoint.model_validate({**lane_endpoint(receiver, name, events=events), "secret": TEST_SECRET})
+        for name, events in (("quiet", ["user.*"]), ("busy", ["order.*"]), ("held", ["order.*"]))
+    )
+    for endpoint in (quiet, busy, paused):
+        await apply_endpoint(config, endpoint)
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        await change_admin(connection, config.model_copy(update={"endpoints": (paused,)}), "held", "pause")
+    finally:
+        await connection.close()
+    async with Worker(config) as worker:
+        # When a worker starts: each is routed to, none has a runner yet
+        assert worker.lanes is not None and {"quiet", "busy", "held"} <= set(worker.lanes.index._endpoints)
+        assert not {"quiet", "busy", "held"} & set(dict(worker.runners)) and len(worker.runners.deferred) == 3
+        # And events come for two of them (the third subscribes to nothing published)
+        events = [Event(type="order.paid", data={"n": i}) for i in range(20)]
+        await publish(config, events)
+        await receiver.wait_for(lambda r: {e.id for e in events} <= r.ok_ids("/hook/busy"), 20)
+        await asyncio.sleep(1.0)
+        # Then the active one got every event, on a runner built for it; the paused one none, its runner paused
+        assert set(dict(worker.runners)) == {"busy", "held"} and set(worker.runners.deferred) == {"quiet"}
+        assert receiver.ok_ids("/hook/held") == set()
+        await wait_until(lambda: worker.runners["held"].paused_reason is not None, 5, "held paused")
+    # And nothing reached the paused endpoint, whose messages wait in its lane
+    assert receiver.ok_ids("/hook/held") == set()

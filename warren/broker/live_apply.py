@@ -29,7 +29,7 @@ from warren.broker.capacity import problems_adding
 from warren.broker.dlq.relocate import relocate_letters
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_demote import demote
-from warren.broker.live_layout import announce, by, one_call_connection, read_layout
+from warren.broker.live_layout import announce, by, one_call_connection, own_queues, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
 from warren.broker.route_fence import announce_to_routers
@@ -148,9 +148,10 @@ async def _apply_lane_endpoint(
     """
     if settings.lanes.count == 0:
         raise LiveApplyError(f"endpoint {endpoint.name!r}: home = 'lane' needs [lanes] count > 0 (and `warren setup`)")
-    before = await read_layout(connection, settings.broker.prefix, endpoint.name)
-    if before.exists:
-        await demote(connection, settings, endpoint, record, before)  # it had queues of its own: moved, losslessly
+    if await own_queues(connection, settings.broker.prefix, endpoint.name):
+        # It has queues of its own: a demotion, nothing it holds lost (warren/broker/live_demote.py).
+        before = await read_layout(connection, settings.broker.prefix, endpoint.name)
+        await demote(connection, settings, endpoint, record, before)
         return
     # Returns once every running router has it in its index (warren/broker/route_fence.py), so that an event
     # published after the create reaches it, as a dedicated endpoint's bindings make sure for it.

@@ -22,7 +22,7 @@ from warren.core.errors import TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-__all__ = ["Layout", "announce", "by", "one_call_connection", "read_layout"]
+__all__ = ["Layout", "announce", "by", "one_call_connection", "own_queues", "read_layout"]
 
 
 @contextlib.asynccontextmanager
@@ -101,6 +101,21 @@ async def read_layout(connection: AbstractConnection, prefix: str, name: str) ->
         finally:
             await probe.close()
     return Layout(consumed, dlq, exchange)
+
+
+async def own_queues(connection: AbstractConnection, prefix: str, name: str) -> list[str]:
+    """The endpoint's work queue and first partition, of the two, that RabbitMQ holds (two passive declares at
+    once): all a lane endpoint's apply needs to know, where ``read_layout`` probes four objects."""
+
+    async def held(queue: str) -> str | None:
+        probe = QueueProbe(connection)
+        try:
+            return queue if await probe.depth(queue) is not None else None
+        finally:
+            await probe.close()
+
+    work, partition = names.work_queue(prefix, name), names.partition_queue(prefix, name, 0)
+    return [queue for queue in await asyncio.gather(held(work), held(partition)) if queue is not None]
 
 
 async def announce(connection: AbstractConnection, prefix: str, record: EndpointRecord) -> None:

@@ -2,31 +2,38 @@
 
 The worker keeps its runners in one map (the lane endpoints' beside the dedicated ones', so that endpoint
 health, metrics and the drain treat them alike); this stage makes the lane runners and keeps the router's
-index in step with them.
+index in step with them. Lane runners publish on one confirming channel, the stage's; the runner of an endpoint
+read at start is built on its first message (``defer``, ``build``: warren/consumers/lane_runners.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import time
+from collections.abc import Iterable
 
 from aio_pika.abc import AbstractRobustConnection
 
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.endpoint_state.records import standing
 from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_router import LaneRouter
+from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import delay_levels
 from warren.transport.base import Transport
 
-__all__ = ["LaneStage"]
+__all__ = ["LaneStage", "open_runner"]
 
 
 class LaneStage:
     """``runners`` is the worker's map of runners; ``start`` once the lane endpoints' runners are in it."""
 
-    def __init__(self, config: WarrenConfig, runners: Mapping[str, EndpointRunner], hooks: DeliveryHooks) -> None:
+    def __init__(self, config: WarrenConfig, runners: Runners, hooks: DeliveryHooks) -> None:
         self.config = config
         self.hooks = hooks
         self.runners = runners
@@ -43,6 +50,10 @@ class LaneStage:
             retry_delay=lanes.route_retry_delay,
             settled=hooks.settled,
         )
+        self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
+        self._opening = asyncio.Lock()
+        self._health: HealthControl | None = None
+        self._transport: Transport | None = None
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
@@ -65,15 +76,54 @@ class LaneStage:
         if layout.home == "lane" and layout.name not in self.runners:
             self.index.add(layout)
 
+    async def open(self, runner: EndpointRunner, connection: AbstractRobustConnection) -> None:
+        """Open lane runner ``runner`` (instead of its ``open``): it publishes on the stage's one confirming
+        channel, so that a worker serves any number of lane endpoints within RabbitMQ's channel_max (a channel
+        each, as a dedicated endpoint has, stopped one near 2,000) and a live one is served without a round trip."""
+        runner.settler.share(await self._publishing_channel(connection), self.config.broker.prefix)
+
+    async def _publishing_channel(self, connection: AbstractRobustConnection) -> ConfirmChannel:
+        async with self._opening:
+            if self._publishing is None:
+                self._publishing = await ConfirmChannel(connection).open()
+            return self._publishing
+
+    def defer(self, endpoint: Endpoint) -> None:
+        """Route to ``endpoint`` now and build its runner on its first message (lane_runners.py)."""
+        self.index.add(endpoint)
+        self.runners.defer(endpoint)
+
+    def build(self, endpoint: Endpoint) -> LaneRunner:
+        """A deferred endpoint's runner, now and without a wait: what ``Worker.serve_endpoint`` does for one.
+
+        A held endpoint (paused, disabled, circuit open) does not accept yet: its messages are parked until
+        endpoint health, whose tick looks at it (it has a state record), pauses or resumes it."""
+        assert self._publishing is not None and self._health is not None and self._transport is not None
+        runner = self.runner(endpoint, delay_levels(self.config), self._transport)
+        runner.settler.share(self._publishing, self.config.broker.prefix)
+        guard = self._health.add_endpoint(endpoint.name, runner)
+        if standing(guard.view, time.time(), guard.probing).mode != "hold":
+            runner._accepting = True  # what LaneRunner.start_consuming does (an await for nothing)
+        return runner
+
     def add(self, endpoint: Endpoint) -> None:
         self.index.add(endpoint)
 
     def remove(self, name: str) -> None:
         self.index.remove(name)
 
-    async def start(self, connection: AbstractRobustConnection, endpoints: Iterable[Endpoint]) -> None:
+    async def start(
+        self,
+        connection: AbstractRobustConnection,
+        endpoints: Iterable[Endpoint],
+        health: HealthControl,
+        transport: Transport,
+    ) -> None:
         for endpoint in endpoints:
             self.index.add(endpoint)
+        self._health, self._transport = health, transport
+        await self._publishing_channel(connection)
+        self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
         await self.router.start(connection)
 
@@ -84,3 +134,17 @@ class LaneStage:
     async def close(self, grace: float) -> None:
         await self.router.close(grace)
         await self.consumer.close(grace)
+        if self._publishing is not None:
+            await self._publishing.close()
+
+
+async def open_runner(runner: EndpointRunner, connection: AbstractRobustConnection, lanes: LaneStage | None) -> None:
+    """Open a worker's runner: a lane endpoint's on the lanes' shared channel (``LaneStage.open``).
+
+    Should a lane endpoint's fail, the worker leaves it in the router's index: its copies wait in its lane
+    (parked as a known endpoint's) while the live follower tries again, rather than being routed to nobody.
+    """
+    if lanes is not None and runner.endpoint.home == "lane":
+        await lanes.open(runner, connection)
+    else:
+        await runner.open(connection)

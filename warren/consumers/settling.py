@@ -64,17 +64,25 @@ class Settler:
         self.dead_key = dead_key or endpoint  # the DLQ's key on the dead exchange: the endpoint's, or its lane's
         self._partition_acks = partition_acks
         self._channel: ConfirmChannel | None = None
+        self._owned = True  # the channel is this settler's own, closed with it
         self._delay_exchange = ""
         self._dead_exchange = ""
 
     async def open(self, connection: AbstractRobustConnection, prefix: str) -> None:
         """The publishing channel, with confirms and returns raised, and the two exchanges it moves into."""
-        self._channel = await ConfirmChannel(connection).open()
+        self.share(await ConfirmChannel(connection).open(), prefix)
+        self._owned = True
+
+    def share(self, channel: ConfirmChannel, prefix: str) -> None:
+        """Publish on ``channel``, which other endpoints publish on too and ``close`` leaves open: the lane
+        endpoints' (warren/consumers/lane_stage.py; a channel each stopped a worker at RabbitMQ's channel_max,
+        2047, near 2,000 of them)."""
+        self._channel, self._owned = channel, False
         self._delay_exchange = names.delay_exchange(prefix, self.delay_levels - 1)
         self._dead_exchange = names.dead_exchange(prefix)
 
     async def close(self) -> None:
-        if self._channel is not None:
+        if self._channel is not None and self._owned:
             await self._channel.close()
 
     def now_ms(self) -> int:

@@ -22,7 +22,8 @@ from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.lane_stage import LaneStage
+from warren.consumers.lane_runners import Runners, deferrable
+from warren.consumers.lane_stage import LaneStage, open_runner
 from warren.consumers.live_endpoints import LiveEndpoints
 from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
@@ -82,7 +83,7 @@ class Worker:
         self.transport = transport
         self.connection: AbstractRobustConnection | None = None
         self.session: aiohttp.ClientSession | None = None
-        self.runners: dict[str, EndpointRunner] = {}
+        self.runners = Runners()  # a lane endpoint read at start gets its runner on its first message
         # The shared lanes (docs/architecture.md, "Lanes"), when [lanes] count is set: routing stage and lanes.
         # A worker given a list of endpoints routes nothing: its router would route events to those alone.
         self.lanes = LaneStage(config, self.runners, self.hooks) if config.lanes.count and not endpoints else None
@@ -133,7 +134,7 @@ class Worker:
         self._transport = transport
         for endpoint in [*self.endpoints, *(self.lane_endpoints if self.lanes else ())]:
             runner = self._runner(endpoint)
-            await runner.open(self.connection)
+            await open_runner(runner, self.connection, self.lanes)
             self.runners[endpoint.name] = runner
         # Endpoint health: read the fleet's state before consuming; it pauses the endpoints held.
         self.health = HealthControl(self.config, self.runners, self.hooks, worker=f"{self.name}-{os.getpid()}")
@@ -167,7 +168,7 @@ class Worker:
             if self.live is not None:
                 self.lanes.router.index_current = self.live.current
             # Only now, with the live lane endpoints in the index: the router acks what nobody in it wants.
-            await self.lanes.start(self.connection, self.lane_endpoints)
+            await self.lanes.start(self.connection, self.lane_endpoints, self.health, transport)
             log.info("lanes consumed and routed", extra={"lanes": self.config.lanes.count})
         self.ready.set()
         log.info("worker consuming", extra={"endpoints": [e.name for e in [*self.endpoints, *self.lane_endpoints]]})
@@ -195,14 +196,14 @@ class Worker:
         if endpoint.home == "lane" and self.lanes is None:
             log.error("endpoint %s not served: it has home = 'lane', and [lanes] count is 0 here", endpoint.name)
             return
+        if self.lanes is not None and deferrable(endpoint) and not self.ready.is_set():
+            return self.lanes.defer(endpoint)  # read at start: its runner is built on its first message
         if self.lanes is not None and endpoint.home == "lane":
             # Routed to at once (before an await): a reconfigured endpoint, removed from the index at the end of
             # its unserve_endpoint, misses no event. Copies that reach its lane before its runner is ready wait.
             self.lanes.add(endpoint)
         runner = self._runner(endpoint)
-        # A lane endpoint whose runner fails to open stays in the router's index: its copies wait in its lane
-        # (parked as a known endpoint's) while the live follower tries again, rather than being routed to nobody.
-        await runner.open(self.connection)
+        await open_runner(runner, self.connection, self.lanes)  # a lane endpoint stays routed to should it fail
         self.runners[endpoint.name] = runner
         try:
             may_consume = await self.health.serve(endpoint.name, runner)
@@ -221,7 +222,7 @@ class Worker:
 
     async def unserve_endpoint(self, name: str) -> None:
         """Stop serving ``name``: in-flight deliveries finish within the grace period, the rest go back."""
-        runner = self.runners.get(name)
+        runner = None if self.runners.forget(name) else self.runners.get(name)
         if runner is None:
             if self.lanes is not None:
                 self.lanes.remove(name)

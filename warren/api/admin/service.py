@@ -23,9 +23,10 @@ from warren.api.admin.applier import EndpointApplier, LiveApplier
 from warren.api.admin.homes import home_after_update, with_home
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
+from warren.api.admin.state_views import FollowedStates
 from warren.api.ingest.body import invalid, validation_problems
 from warren.api.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiError
-from warren.broker.endpoint_state.admin import AdminError, change_admin, read_views
+from warren.broker.endpoint_state.admin import AdminError, change_admin
 from warren.broker.endpoint_state.records import EndpointView, summary
 from warren.broker.live_apply import Removal
 from warren.core.errors import BrokerUnavailable, WarrenError
@@ -89,8 +90,7 @@ def _file_managed(name: str) -> ApiError:
 class EndpointService:
     """Endpoints as live data: the store, RabbitMQ through ``applier``, and ``config`` for everything else.
 
-    Every RabbitMQ operation of the service (states, state changes, and the real applier's apply and remove)
-    runs on ``link``, one connection for the service's lifetime, closed by ``close()``.
+    Every RabbitMQ operation (states, state changes, the real applier's) runs on ``link``, closed by ``close()``.
     """
 
     def __init__(self, config: WarrenConfig, store: EndpointStore, applier: EndpointApplier | None = None) -> None:
@@ -98,6 +98,7 @@ class EndpointService:
         self.store = store
         self.link = AdminLink(config.broker)
         self.applier: EndpointApplier = applier or LiveApplier(self.link)
+        self.followed = FollowedStates(config.broker.prefix)
         self.tester = TestSender(config.delivery)
         self._changes: dict[str, tuple[asyncio.Lock, int]] = {}  # endpoint -> its lock, and who holds or awaits it
 
@@ -119,6 +120,7 @@ class EndpointService:
 
     async def close(self) -> None:
         await self.tester.close()
+        await self.followed.close()
         await self.link.close()
 
     # -- reading -------------------------------------------------------------------------------------------
@@ -146,11 +148,10 @@ class EndpointService:
         raise not_found(name)
 
     async def states(self, names: Sequence[str]) -> dict[str, str]:
-        """Each endpoint's state as the fleet knows it (RabbitMQ's state stream)."""
-        bare = self.config.model_copy(update={"endpoints": ()})
+        """Each endpoint's state as the fleet knows it (RabbitMQ's state stream, followed: state_views.py)."""
         try:
             async with self.link.connection() as connection:
-                views = await read_views(connection, bare)
+                views = await self.followed.views(connection)
         except WarrenError as exc:  # unreachable, or `warren setup` never ran
             raise ApiError(503, BROKER_UNAVAILABLE, f"cannot read endpoint states: {exc}") from exc
         now = time.time()
@@ -353,6 +354,7 @@ class EndpointService:
             raise ApiError(503, BROKER_UNAVAILABLE, f"state not changed: {exc}") from exc
         except AdminError as exc:
             raise ApiError(409, REFUSED, str(exc)) from exc
+        self.followed.heard(change.records)
         return (await self.states([name]))[name], bool(change.records)
 
     async def test(self, name: str, event_type: str = "warren.test", data: Any = None) -> TestResult:

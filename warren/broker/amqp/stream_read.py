@@ -26,6 +26,7 @@ T = TypeVar("T")
 
 MARKER_HEADER = "warren-marker"
 READ_PREFETCH = 500
+ACK_EVERY = 50  # deliveries acked at once (well within the prefetch, so that credit never runs out)
 ACK_SETTLE_TIMEOUT = 5.0
 
 
@@ -104,10 +105,12 @@ class _StreamRead(Generic[T]):
         record = None if (message.headers or {}).get(MARKER_HEADER) is not None else self.decode(message)
         if record is not None:
             self.records.append(record)
+        if self.seen % ACK_EVERY:
+            return  # acked with a later one (``multiple``): a frame per record was most of a long read's cost
         self._acking += 1
         self._settled.clear()
         try:
-            await message.ack()  # on a stream an ack only grants credit; nothing is removed
+            await message.ack(multiple=True)  # on a stream an ack only grants credit; nothing is removed
         finally:
             self._acking -= 1
             if not self._acking:

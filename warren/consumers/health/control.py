@@ -29,11 +29,11 @@ import logging
 import os
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from warren.broker.amqp.connection import connect_once
 from warren.broker.endpoint_state.operator_events import EXHAUSTED, PUBLISH_FAILURES, iso
-from warren.broker.endpoint_state.records import ACTIVE, HALF_OPEN, OPEN, standing
+from warren.broker.endpoint_state.records import ACTIVE, HALF_OPEN, OPEN, EndpointView, StateRecord, standing
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health import breaker
 from warren.consumers.health.guard import EndpointGuard
@@ -228,8 +228,11 @@ class HealthControl(HealthState):
         while True:
             await asyncio.sleep(TICK)
             now = time.time()
-            for name, guard in self.guards.items():
-                runner = self.runners[name]
+            for name in list(self.watched):
+                guard, runner = self.guards.get(name), self.runners.get(name)
+                if guard is None or runner is None or (_quiet(guard) and runner.paused_reason is None):
+                    self.watched.discard(name)  # nothing for the tick to do until a record changes its view
+                    continue
                 where = standing(guard.view, now, guard.probing)
                 held = where.mode == "hold"
                 drifted = held != (runner.paused_reason is not None) or (held and runner.paused_reason != where.reason)
@@ -320,8 +323,27 @@ class HealthControl(HealthState):
     async def _refresh(self) -> None:
         now = time.time()
         records = [record for guard in self.guards.values() for record in guard.view.in_force(now)]
+        records += _deferred_in_force(self._others, getattr(self.runners, "deferred", {}), now)
         if records and self._connection is not None:
             try:
                 await self.store.refresh(records)
             except PUBLISH_FAILURES as exc:
                 log.warning("state stream refresh failed (%s)", exc or type(exc).__name__)
+
+
+def _quiet(guard: EndpointGuard) -> bool:
+    """No state record in its view and no probe: the tick has nothing to do for it (a record changes that)."""
+    view = guard.view
+    return view.admin is None and view.circuit is None and view.throttle is None and not guard.probing
+
+
+def _deferred_in_force(
+    others: dict[tuple[str, str], StateRecord], deferred: Container[str], now: float
+) -> list[StateRecord]:
+    """The records in force of lane endpoints whose runner is not built yet (warren/consumers/lane_runners.py):
+    no guard holds them, and a record nobody refreshes would age out of the stream."""
+    views: dict[str, EndpointView] = {}
+    for (name, _), record in others.items():
+        if name in deferred:
+            views.setdefault(name, EndpointView(name)).apply(record)
+    return [record for view in views.values() for record in view.in_force(now)]

@@ -64,6 +64,7 @@ class EndpointGuard:
         self.probing = False  # this worker holds the probe lock of the open circuit
         self.closing = False  # the worker is stopping: refuse everything so that waiting messages go back
         self.on_probe_done: Callable[[], None] = lambda: None
+        self.on_view_change: Callable[[], None] = lambda: None  # the health control's tick looks at it again
         self._probe_task: asyncio.Task[object] | None = None
         self._wake = asyncio.Event()
         self._waiting = 0
@@ -88,6 +89,7 @@ class EndpointGuard:
         if self.probing and (self.view.circuit_state != HALF_OPEN or self.view.admin_state != ACTIVE):
             self.probing = False
             self.on_probe_done()
+        self.on_view_change()
         self.changed()
         return True
 
