@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from warren.consumers.lane_fairness import DeficitRoundRobin, park_delay, window_share
+from warren.consumers.lane_fairness import DeficitRoundRobin, may_hold, park_delay, window_share
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -115,3 +115,21 @@ def test_an_endpoint_capped_by_its_concurrency_leaves_the_rest_to_the_others() -
     # Then it holds at most its one slot, and the healthy one has the other seven
     assert busy["slow"] <= 100 + 1.0
     assert busy["healthy"] >= 6.5 * 100, busy
+
+
+def test_beyond_its_share_an_endpoint_holds_more_only_while_it_is_not_slow() -> None:
+    def hold(held: int, share: int = 8, concurrency: int = 16, each: float = 0.05, typical: float = 0.05) -> bool:
+        return may_hold(held, share, 64, concurrency, each, wait=1.0, typical=typical)
+
+    assert hold(3, share=4, each=30.0)  # within its share: always
+    # Beyond it, a fast endpoint keeps what it would finish before a parked message came back
+    assert hold(20, each=0.05, typical=0.001)
+    # but never past twice its concurrency, nor three quarters of the window
+    assert not hold(32, each=0.001)
+    assert not hold(48, concurrency=64, each=0.001)
+    # A slow one among fast lane-mates (or one whose oldest delivery has been in flight long) has its surplus
+    # parked
+    assert not hold(8, each=1.5, typical=0.01)
+    assert not hold(17, each=0.6, typical=0.01)  # two rounds of its concurrency: 1.2 s
+    # while on a lane where every endpoint is slow together (a loaded receiver), parking would only add work
+    assert hold(17, each=0.6, typical=0.4)

@@ -4,10 +4,15 @@ waiting message starts next (deficit round robin, billed in time).
 A lane's window (``[lanes] prefetch`` unacked messages) is what its endpoints share. Two rules keep a slow or
 failing endpoint from taking it (docs/architecture.md, "Shared lanes"):
 
-- ``window_share``: how many of the window's messages one endpoint may hold at once (in flight or waiting); a
-  message beyond it is parked through the delay chain, so the lane's head moves. ``park_delay``: for how long,
-  longer for an endpoint whose deliveries take long, so that its surplus comes round about when it has room
-  again instead of passing the lane's head every second.
+- ``may_hold``: whether an endpoint may hold one more of the window's messages (in flight or waiting its
+  turn): yes within its fair share of the window (``window_share``), and beyond it only while it is not slow:
+  while it would work through what it holds sooner than a parked message could come back, or while its
+  deliveries take no longer than ``SLOWER`` times its busy lane-mates' (a lane whose endpoints are all slow
+  together, a loaded receiver or machine, parks nothing: parking would only add work). Otherwise the message
+  is parked through the delay chain, so the lane's head moves. Parking a fast endpoint's surplus would only
+  delay it and cost the broker a trip through the delay chain; a slow one's must not sit in the window.
+  ``park_delay``: for how long, longer for an endpoint whose deliveries take long, so that its surplus comes
+  round about when it has room again instead of passing the lane's head every second.
 - ``DeficitRoundRobin``: the held messages wait in a FIFO per endpoint, and at most ``budget`` of them are in
   flight on the lane at once, each endpoint at most its ``concurrency``. Which FIFO's head starts next is
   decided by deficit round robin where a message's cost is its endpoint's recent mean *delivery time* (an
@@ -26,12 +31,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["DeficitRoundRobin", "park_delay", "window_share"]
+__all__ = ["DeficitRoundRobin", "may_hold", "park_delay", "window_share"]
 
 T = TypeVar("T")
 
 SMOOTHING = 0.2  # weight of the newest delivery time in an endpoint's mean
 FLOOR = 0.001  # seconds: the least a delivery is billed (a mean of 0 would make an endpoint free)
+SLOWER = 4.0  # an endpoint whose deliveries take this many times its lane-mates' (their median) is slow
 SLACK = 1e-9  # seconds: credit that float rounding may leave short of a cost still pays it
 
 
@@ -43,6 +49,24 @@ def window_share(prefetch: int, busy_others: int, concurrency: int) -> int:
     twice its ``concurrency``, so that its FIFO stays short. At least 1.
     """
     return max(1, min(prefetch // max(2, busy_others + 1), 2 * concurrency))
+
+
+def may_hold(
+    held: int, share: int, prefetch: int, concurrency: int, seconds_each: float, wait: float, typical: float
+) -> bool:
+    """Whether an endpoint holding ``held`` of a lane's ``prefetch`` window may hold one more message.
+
+    Within its ``share`` (``window_share``), always. Beyond it, only while it is not slow: its deliveries
+    (``seconds_each``, its mean or the age of its oldest one in flight, whichever is longer) would see the new
+    message through within ``wait`` seconds (the least time a parked message is away), or take no longer than
+    ``SLOWER`` times ``typical`` (its busy lane-mates' median); and never past twice its ``concurrency`` or three
+    quarters of the window, so that a fast endpoint that turns slow holds a bounded part of it.
+    """
+    if held < share:
+        return True
+    if held >= min(2 * concurrency, prefetch * 3 // 4):
+        return False
+    return seconds_each <= SLOWER * typical or seconds_each * math.ceil((held + 1) / max(1, concurrency)) <= wait
 
 
 def park_delay(base: float, limit: float, mean_seconds: float, held: int, concurrency: int) -> float:
@@ -114,8 +138,12 @@ class DeficitRoundRobin(Generic[T]):
 
     def pop(self) -> tuple[str, T] | None:
         """The next item to start, in deficit-round-robin order, or None if none may start now."""
-        if self.in_flight >= self.budget:
+        if self.in_flight >= self.budget or not self._active:
             return None
+        head = self._active[0]  # the common case: the endpoint whose turn it is can start, with credit enough
+        flow = self._flows[head]
+        if flow.in_flight < flow.limit and flow.deficit + SLACK >= self.cost(head):
+            return head, self._start(head, flow)
         ready = [name for name in self._active if self._can_start(name)]
         if not ready:
             return None

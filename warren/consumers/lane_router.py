@@ -24,6 +24,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
 from warren.broker import wire
+from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.lane_index import SubscriptionIndex
@@ -52,6 +53,7 @@ class LaneRouter:
         self._queue: AbstractQueue | None = None
         self._tag: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._acks = AckBatcher()  # the routed events' acks, coalesced as the work queues' are
 
     async def start(self, connection: AbstractRobustConnection) -> None:
         self._publisher = await ConfirmChannel(connection).open()
@@ -72,6 +74,7 @@ class LaneRouter:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        self._acks.track(message)
         try:
             await self._route(message)
         finally:
@@ -102,9 +105,10 @@ class LaneRouter:
             await asyncio.sleep(ROUTE_FAILURE_PAUSE)
             with contextlib.suppress(Exception):
                 await message.nack(requeue=True)
+            self._acks.settled(message)
             return
         with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
-            await message.ack()
+            await self._acks.ack(message)
         self.routed += 1
         self.copies += len(results)
 
@@ -118,6 +122,7 @@ class LaneRouter:
     async def close(self, grace: float) -> None:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
+        await self._acks.close()
         await close_channel(self._channel)
         if self._publisher is not None:
             await self._publisher.close()

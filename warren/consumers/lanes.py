@@ -42,7 +42,7 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.lane_fairness import DeficitRoundRobin, park_delay, window_share
+from warren.consumers.lane_fairness import DeficitRoundRobin, may_hold, park_delay, window_share
 from warren.consumers.settling import Settler
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -133,6 +133,17 @@ class _Lane:
         self.acks = AckBatcher()
         self.held: Counter[str] = Counter()
         self.order: DeficitRoundRobin[asyncio.Future[None]] = DeficitRoundRobin(budget=max(1, prefetch // 2))
+        self.began: dict[str, list[float]] = {}  # when each endpoint's deliveries in flight began (monotonic)
+
+    def typical_cost(self, name: str) -> float:
+        """The median mean delivery time of the lane's other busy endpoints (``name``'s own if it is alone)."""
+        others = sorted(self.order.cost(other) for other in self.held if other != name)
+        return others[len(others) // 2] if others else self.order.cost(name)
+
+    def seconds_each(self, name: str) -> float:
+        """How long a delivery of ``name`` takes: its mean, or its oldest one in flight's age if that is longer."""
+        began = self.began.get(name)
+        return max(self.order.cost(name), time.monotonic() - min(began)) if began else self.order.cost(name)
 
     def pump(self) -> None:
         """Start every held message whose turn it is (the round robin says whose, and how many may start)."""
@@ -203,11 +214,14 @@ class LaneConsumer:
         if runner.paused_reason is not None or not runner.accepts(message):
             await runner.settler.park(message, PAUSED_PARK_DELAY)
             return
-        concurrency = runner.endpoint.concurrency
-        if lane.held[name] >= self.share(lane, name, concurrency):
-            # Over its share: the lane's head must move. Back when it has worked through what it holds.
-            delay = park_delay(PARK_DELAY, PARK_DELAY_MAX, lane.order.cost(name), lane.held[name], concurrency)
-            await runner.settler.park(message, delay)
+        concurrency, held, seconds_each = runner.endpoint.concurrency, lane.held[name], lane.seconds_each(name)
+        share = self.share(lane, name, concurrency)
+        if held >= share and not may_hold(
+            held, share, self.prefetch, concurrency, seconds_each, PARK_DELAY, lane.typical_cost(name)
+        ):
+            # Over its share, and not fast enough to keep more: the lane's head must move. Back when it has
+            # worked through what it holds.
+            await runner.settler.park(message, park_delay(PARK_DELAY, PARK_DELAY_MAX, seconds_each, held, concurrency))
             return
         lane.held[name] += 1
         try:
@@ -230,10 +244,15 @@ class LaneConsumer:
                 lane.pump()
             raise
         began = time.monotonic()
+        lane.began.setdefault(name, []).append(began)
         try:
             await runner.deliver(message)
         finally:
             lane.order.finished(name, time.monotonic() - began)
+            starts = lane.began[name]
+            starts.remove(began)
+            if not starts:
+                del lane.began[name]
             lane.pump()
 
     async def _unserved(self, lane: _Lane, message: AbstractIncomingMessage, name: str) -> None:
