@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from warren.consumers.lane_fairness import DeficitRoundRobin, may_hold, park_delay, window_share
+from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -133,3 +133,9 @@ def test_beyond_its_share_an_endpoint_holds_more_only_while_it_is_not_slow() -> 
     assert not hold(17, each=0.6, typical=0.01)  # two rounds of its concurrency: 1.2 s
     # while on a lane where every endpoint is slow together (a loaded receiver), parking would only add work
     assert hold(17, each=0.6, typical=0.4)
+
+
+def test_a_held_endpoints_messages_are_parked_longer_each_time_in_a_row() -> None:
+    delays = [held_park_delay(5.0, 30.0, n) for n in range(6)]
+    assert delays == [5.0, 10.0, 20.0, 30.0, 30.0, 30.0]
+    assert held_park_delay(5.0, 30.0, 10**9) == 30.0  # however often

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["DeficitRoundRobin", "may_hold", "park_delay", "window_share"]
+__all__ = ["DeficitRoundRobin", "held_park_delay", "may_hold", "park_delay", "window_share"]
 
 T = TypeVar("T")
 
@@ -78,6 +78,14 @@ def park_delay(base: float, limit: float, mean_seconds: float, held: int, concur
     """
     needed = mean_seconds * math.ceil(held / max(1, concurrency))
     return max(base, min(limit, needed))
+
+
+def held_park_delay(base: float, limit: float, times: int) -> float:
+    """Seconds a message of a held endpoint (circuit open, paused, disabled) is parked, the ``times``-th time in
+    a row: ``base``, doubling each time, at most ``limit``. A long outage's messages then pass the lane's head
+    (and the delay chain) a few times a minute instead of every ``base`` seconds; its probe needs only one.
+    """
+    return min(limit, base * 2.0 ** min(max(0, times), 16))
 
 
 @dataclass

@@ -14,7 +14,7 @@ for about as long as the endpoint needs to work through what it holds (``park_de
 moves. The messages it holds wait in a FIFO of its own, and which endpoint's head starts next is decided by
 deficit round robin billed in delivery time (``DeficitRoundRobin``), at most half the window in flight on the
 lane at once and each endpoint at most its ``concurrency``. A held endpoint (its circuit open, paused,
-disabled) has its messages parked too, for longer.
+disabled) has its messages parked too, for longer, and longer each time in a row (``warren-lane-holds``).
 
 A message naming an endpoint this worker does not serve on a lane is parked too, up to ``UNSERVED_PARKS``
 times (counted in ``warren-lane-misses``): another worker may have heard of a new endpoint first and routed
@@ -42,7 +42,7 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.lane_fairness import DeficitRoundRobin, may_hold, park_delay, window_share
+from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
 from warren.consumers.settling import Settler
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -62,7 +62,8 @@ log = logging.getLogger("warren.worker")
 
 PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane waits in the delay chain, at least
 PARK_DELAY_MAX = 30.0  # and at most (a slow endpoint's surplus waits about as long as it needs for what it holds)
-PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there
+PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there,
+# doubling each time in a row (warren-lane-holds) up to PARK_DELAY_MAX
 UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked before it is discarded
 UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
@@ -112,7 +113,7 @@ class LaneRunner(EndpointRunner):
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's
         # head moves and no hand-back is counted against the message.
-        await self.settler.park(message, PAUSED_PARK_DELAY)
+        await park_held(self.settler, message)
 
     async def deliver(self, message: AbstractIncomingMessage) -> None:
         """Deliver one message of the lane (its turn in this endpoint's FIFO first)."""
@@ -212,7 +213,7 @@ class LaneConsumer:
             await self._unserved(lane, message, name)
             return
         if runner.paused_reason is not None or not runner.accepts(message):
-            await runner.settler.park(message, PAUSED_PARK_DELAY)
+            await park_held(runner.settler, message)
             return
         concurrency, held, seconds_each = runner.endpoint.concurrency, lane.held[name], lane.seconds_each(name)
         share = self.share(lane, name, concurrency)
@@ -292,6 +293,13 @@ class LaneConsumer:
             lane.channel, lane.tag = None, None
         if self.settler is not None:
             await self.settler.close()
+
+
+async def park_held(settler: Settler, message: AbstractIncomingMessage) -> None:
+    """Park a message of a held endpoint, longer each time in a row (``held_park_delay``), counted in a header."""
+    holds = wire.header_int((message.headers or {}).get(wire.H_LANE_HOLDS)) or 0
+    delay = held_park_delay(PAUSED_PARK_DELAY, PARK_DELAY_MAX, holds)
+    await settler.park(message, delay, {wire.H_LANE_HOLDS: holds + 1})
 
 
 async def _never(message: AbstractIncomingMessage) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "H_FIRST_ATTEMPT",
     "H_HISTORY",
     "H_KEY",
+    "H_LANE_HOLDS",
     "H_LANE_MISSES",
     "H_LAST_ATTEMPT",
     "H_LAST_ERROR",
@@ -55,6 +56,7 @@ H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when 
 H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
 H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
+H_LANE_HOLDS = "warren-lane-holds"  # a lane message parked in a row because its endpoint was held: how often
 H_LANE_MISSES = "warren-lane-misses"  # a lane message parked because its endpoint was not (yet) served: how often
 H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
