@@ -23,24 +23,28 @@ from warren.broker.events import Event
 from warren.broker.publisher import Publisher
 
 
-async def paced(count: int, keys: int, filler: str, rate: float) -> AsyncIterator[Event]:
+def event(i: int, keys: int, filler: str, types: int) -> Event:
+    """Event ``i``: of type ``bench.event``, or with ``types`` > 0 of ``bench.t<i mod types>`` (one per endpoint)."""
+    kind = f"bench.t{i % types}" if types else "bench.event"
+    return Event(type=kind, data={"n": i, "pad": filler}, key=f"key-{i % keys}")
+
+
+async def paced(count: int, keys: int, filler: str, rate: float, types: int) -> AsyncIterator[Event]:
     """``count`` events at ``rate`` per second, each made when it is due (behind schedule: at once)."""
     started = time.monotonic()
     for i in range(count):
         wait = started + i / rate - time.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
-        yield Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}")
+        yield event(i, keys, filler, types)
 
 
-async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int, rate: float) -> None:
+async def main(url: str, prefix: str, count: int, keys: int, size: int, window: int, rate: float, types: int) -> None:
     connection = await connect(url, name="bench-publisher")
     publisher = await Publisher.open(connection, prefix)
     filler = "x" * max(0, size - 20)
     events: Iterable[Event] | AsyncIterator[Event] = (
-        paced(count, keys, filler, rate)
-        if rate
-        else (Event(type="bench.event", data={"n": i, "pad": filler}, key=f"key-{i % keys}") for i in range(count))
+        paced(count, keys, filler, rate, types) if rate else (event(i, keys, filler, types) for i in range(count))
     )
     started = time.monotonic()
     report = await publisher.publish_many(events, window=window)
@@ -68,5 +72,6 @@ if __name__ == "__main__":
     parser.add_argument("--size", type=int, default=300)
     parser.add_argument("--window", type=int, default=512)
     parser.add_argument("--rate", type=float, default=0, help="events/s; 0: as fast as confirms allow")
+    parser.add_argument("--types", type=int, default=0, help="spread the events over bench.t0 ... (0: bench.event)")
     a = parser.parse_args()
-    asyncio.run(main(a.url, a.prefix, a.count, a.keys, a.size, a.window, a.rate))
+    asyncio.run(main(a.url, a.prefix, a.count, a.keys, a.size, a.window, a.rate, a.types))

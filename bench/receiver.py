@@ -2,7 +2,8 @@
 
 GET /stats returns counts and publish-to-delivery latencies (from the envelope's timestamp); POST /reset
 sets the behaviour for the next workload: ``delay_ms`` before answering, ``fail_first`` ratio of first
-attempts answered 503.
+attempts answered 503; ``hang`` (endpoint names) answered after ``hang_ms``, ``refuse`` (endpoint names)
+answered 503 always: both left out of the counts (bench/lanes.py's misbehaving endpoints).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class Stats:
     def reset(self, settings: dict[str, float]) -> None:
         self.delay = float(settings.get("delay_ms", 0)) / 1000
         self.fail_first = float(settings.get("fail_first", 0))
+        self.hang = {f"/hook/{name}" for name in settings.get("hang", ())}
+        self.hang_delay = float(settings.get("hang_ms", 0)) / 1000
+        self.refuse = {f"/hook/{name}" for name in settings.get("refuse", ())}
+        self.misbehaved = 0  # requests to those
         self.rng = random.Random(int(settings.get("seed", 1)))
         self.requests = 0
         self.failed = 0
@@ -40,6 +45,12 @@ stats = Stats()
 
 async def hook(request: web.Request) -> web.Response:
     body = await request.read()
+    if request.path in stats.refuse or request.path in stats.hang:
+        stats.misbehaved += 1
+        if request.path in stats.hang:
+            await asyncio.sleep(stats.hang_delay)
+            return web.Response(status=200, text="late")
+        return web.Response(status=503)
     stats.requests += 1
     event_id = request.headers.get("webhook-id") or orjson.loads(body).get("id", "")
     if stats.delay:
@@ -70,6 +81,7 @@ async def get_stats(_: web.Request) -> web.Response:
     return web.json_response(
         {
             "requests": stats.requests,
+            "misbehaved": stats.misbehaved,
             "failed": stats.failed,
             "distinct_ok": len(stats.ok),
             "first_ok": stats.first_ok,

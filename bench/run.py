@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import signal
@@ -28,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,13 +71,23 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 class Workload:
     name: str
     count: int
-    receiver: dict[str, float]
+    receiver: dict[str, Any]  # the receiver's behaviour (bench/receiver.py, POST /reset)
     ordered: bool = False
     bare: bool = True  # the bare loop has no retries: it is compared only where nothing fails
     # A fixed-rate workload publishes at half of the capacity that this workload measured (deliveries/s),
     # for LATENCY_SECONDS, so that its latencies are the pipeline's own and not a backlog's.
     half_of: str | None = None
     partitions: int = 32  # ordered only; partition_prefetch is 512 / partitions, so 512 in flight at most
+    # More than one: endpoints bench-0 ... bench-<n-1>, each subscribed to its own event type (bench.t<k>), the
+    # publisher spreading the events evenly over the types; 512 in flight at most in total, as with one.
+    endpoints: int = 1
+    home: str = "dedicated"  # or "lane": the endpoints share LANES lanes (bench/lanes.py)
+    # Endpoints beside those (bench/lanes.py's misbehaving ones): (name, event patterns); the receiver leaves
+    # their requests out of its counts.
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+LANES = 16  # [lanes] count, for workloads whose endpoints live on lanes
 
 
 LATENCY_SECONDS = 10
@@ -106,19 +118,36 @@ class System:
         return f"{self.workers}x warren · {self.loop}" + (" · attempt log" if self.attempt_log else "")
 
 
+def bench_endpoint(name: str, events: list[str], concurrency: int, home: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "url": f"http://127.0.0.1:{PORT}/hook/{name}",
+        "secret": SECRET,
+        "events": events,
+        "concurrency": concurrency,
+        "timeout": "10s",
+        "home": home,
+    }
+
+
+def endpoints_of(workload: Workload) -> list[dict[str, Any]]:
+    if workload.endpoints == 1:
+        endpoints = [bench_endpoint("bench", ["#"], 512, workload.home)]
+    else:
+        each = max(1, 512 // workload.endpoints)
+        endpoints = [
+            bench_endpoint(f"bench-{k}", [f"bench.t{k}"], each, workload.home) for k in range(workload.endpoints)
+        ]
+    endpoints += [bench_endpoint(name, list(events), 16, workload.home) for name, events in workload.extra]
+    return endpoints
+
+
 def config_for(
     prefix: str, workload: Workload, metrics_port: int | None = None, attempt_log: bool = False
 ) -> WarrenConfig:
-    endpoint: dict[str, Any] = {
-        "name": "bench",
-        "url": f"http://127.0.0.1:{PORT}/hook/bench",
-        "secret": SECRET,
-        "events": ["#"],
-        "concurrency": 512,
-        "timeout": "10s",
-    }
+    endpoints = endpoints_of(workload)
     if workload.ordered:
-        endpoint.update(
+        endpoints[0].update(
             ordering="key", partitions=workload.partitions, partition_prefetch=max(1, 512 // workload.partitions)
         )
     return WarrenConfig(
@@ -133,7 +162,8 @@ def config_for(
             "metrics_host": "127.0.0.1",
             "attempt_log": attempt_log,
         },
-        endpoints=[endpoint],
+        endpoints=endpoints,
+        lanes={"count": LANES if workload.home == "lane" else 0},
     )
 
 
@@ -300,6 +330,7 @@ async def one_run(
             "--count",
             str(count),
             *(["--rate", str(rate)] if rate else []),
+            *(["--types", str(workload.endpoints)] if workload.endpoints > 1 else []),
             stdout=asyncio.subprocess.PIPE,
         )
         out, _ = await publisher.communicate()
@@ -348,6 +379,34 @@ async def one_run(
         for process in processes:
             await asyncio.wait_for(process.wait(), 30)
         await teardown(config)
+
+
+@contextlib.asynccontextmanager
+async def receiving(workdir: Path) -> AsyncIterator[None]:
+    """The receiver process on PORT, once it answers (a loaded machine takes seconds to start Python); stopped after."""
+    receiver = await start([PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "r.log", b"")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                await http("GET", "/stats")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        yield
+    finally:
+        receiver.send_signal(signal.SIGTERM)
+        await receiver.wait()
+
+
+async def print_ceilings(workdir: Path, runs: int) -> None:
+    """The machine's ceilings, ``runs`` times: medians, and each run."""
+    rows = [await ceilings(workdir) for _ in range(runs)]
+    print("\n## Ceilings (same machine, same run)")
+    for key in ("publish_confirmed_per_s", "consume_ack_per_s", "aiohttp_post_per_s"):
+        print(f"- {key}: {median(rows, key):,.0f}/s  (runs: {', '.join(f'{r[key]:,.0f}' for r in rows)})")
 
 
 async def ceilings(workdir: Path) -> dict[str, float]:

@@ -28,6 +28,7 @@ from typing import Any
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
 from warren.broker import wire
+from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
@@ -91,6 +92,7 @@ class LaneRouter:
         self._queue: AbstractQueue | None = None
         self._tag: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._acks = AckBatcher()  # the routed events' acks, coalesced as the work queues' are
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
         # wait (unacked, at most the prefetch) while the follower reconnects and reads the stream again.
@@ -108,6 +110,7 @@ class LaneRouter:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        self._acks.track(message)
         try:
             await self._route(message)
         finally:
@@ -155,7 +158,7 @@ class LaneRouter:
             )
             return
         with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
-            await message.ack()
+            await self._acks.ack(message)
         self.routed += 1
         self.copies += len(results)
 
@@ -200,9 +203,10 @@ class LaneRouter:
             await asyncio.sleep(ROUTE_FAILURE_PAUSE)
             with contextlib.suppress(Exception):
                 await message.nack(requeue=True)
+            self._acks.settled(message)
             return
         with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
-            await message.ack()
+            await self._acks.ack(message)
         self.settled(ROUTE_STAGE, how)
         if how == "dead-lettered":
             self.dead_lettered += 1
@@ -219,6 +223,7 @@ class LaneRouter:
     async def close(self, grace: float) -> None:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
+        await self._acks.close()
         await close_channel(self._channel)
         if self._publisher is not None:
             await self._publisher.close()

@@ -7,13 +7,14 @@ consumes each lane on a channel of its own with ``[lanes] prefetch`` and hands e
 retries through the delay chain (back to the lane, by the lane's name), dead letters (to the lane's DLQ, with
 the endpoint in a header), the attempt log, metrics and endpoint health are the dedicated path's, unchanged.
 
-Fairness inside a lane: each endpoint waits its turn in a FIFO of its own (its runner's ``slots``, at most
-``concurrency`` deliveries at once), and endpoints are served side by side. So that one slow or failing
-endpoint cannot hold the lane's prefetch window, an endpoint that already holds its share of it
-(``LaneConsumer.share``: the prefetch divided by the lane's busy endpoints, counted as at least two, and at
-most twice its concurrency) has each further message *parked*: moved through the delay chain back to the lane
-untouched (confirmed, then acked; no attempt counted), so the lane's head moves. A paused endpoint (its
-circuit open, paused, disabled) has its messages parked the same way, for longer.
+Fairness inside a lane (the policy is warren/consumers/lane_fairness.py, pure; this is its shell): an
+endpoint that already holds its share of the lane's window (``window_share``) has each further message
+*parked*: moved through the delay chain back to the lane untouched (confirmed, then acked; no attempt counted),
+for about as long as the endpoint needs to work through what it holds (``park_delay``), so the lane's head
+moves. The messages it holds wait in a FIFO of its own, and which endpoint's head starts next is decided by
+deficit round robin billed in delivery time (``DeficitRoundRobin``), at most half the window in flight on the
+lane at once and each endpoint at most its ``concurrency``. A held endpoint (its circuit open, paused,
+disabled) has its messages parked too, for longer, and longer each time in a row (``warren-lane-holds``).
 
 A message naming an endpoint this worker does not serve on a lane is parked too, up to ``UNSERVED_PARKS``
 times (counted in ``warren-lane-misses``): another worker may have heard of a new endpoint first and routed
@@ -41,17 +42,28 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
 from warren.consumers.settling import Settler
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
 from warren.transport.base import Transport
 
-__all__ = ["PARK_DELAY", "PAUSED_PARK_DELAY", "UNSERVED_PARKS", "UNSERVED_PARK_DELAY", "LaneConsumer", "LaneRunner"]
+__all__ = [
+    "PARK_DELAY",
+    "PARK_DELAY_MAX",
+    "PAUSED_PARK_DELAY",
+    "UNSERVED_PARKS",
+    "UNSERVED_PARK_DELAY",
+    "LaneConsumer",
+    "LaneRunner",
+]
 
 log = logging.getLogger("warren.worker")
 
-PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane waits in the delay chain
-PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there
+PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane waits in the delay chain, at least
+PARK_DELAY_MAX = 30.0  # and at most (a slow endpoint's surplus waits about as long as it needs for what it holds)
+PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there,
+# doubling each time in a row (warren-lane-holds) up to PARK_DELAY_MAX
 UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked before it is discarded
 UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
@@ -101,7 +113,7 @@ class LaneRunner(EndpointRunner):
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's
         # head moves and no hand-back is counted against the message.
-        await self.settler.park(message, PAUSED_PARK_DELAY)
+        await park_held(self.settler, message)
 
     async def deliver(self, message: AbstractIncomingMessage) -> None:
         """Deliver one message of the lane (its turn in this endpoint's FIFO first)."""
@@ -110,9 +122,10 @@ class LaneRunner(EndpointRunner):
 
 
 class _Lane:
-    """One lane's consumer channel, its ack batcher, and how many messages each endpoint holds of it."""
+    """One lane's consumer channel, its ack batcher, how many messages each endpoint holds of it, and whose
+    held message starts next (``order``: deficit round robin, at most half the window in flight at once)."""
 
-    def __init__(self, index: int, name: str) -> None:
+    def __init__(self, index: int, name: str, prefetch: int) -> None:
         self.index = index
         self.name = name
         self.channel: AbstractChannel | None = None
@@ -120,6 +133,27 @@ class _Lane:
         self.tag: str | None = None
         self.acks = AckBatcher()
         self.held: Counter[str] = Counter()
+        self.order: DeficitRoundRobin[asyncio.Future[None]] = DeficitRoundRobin(budget=max(1, prefetch // 2))
+        self.began: dict[str, list[float]] = {}  # when each endpoint's deliveries in flight began (monotonic)
+
+    def typical_cost(self, name: str) -> float:
+        """The median mean delivery time of the lane's other busy endpoints (``name``'s own if it is alone)."""
+        others = sorted(self.order.cost(other) for other in self.held if other != name)
+        return others[len(others) // 2] if others else self.order.cost(name)
+
+    def seconds_each(self, name: str) -> float:
+        """How long a delivery of ``name`` takes: its mean, or its oldest one in flight's age if that is longer."""
+        began = self.began.get(name)
+        return max(self.order.cost(name), time.monotonic() - min(began)) if began else self.order.cost(name)
+
+    def pump(self) -> None:
+        """Start every held message whose turn it is (the round robin says whose, and how many may start)."""
+        while (turn := self.order.pop()) is not None:
+            name, started = turn
+            if started.done():  # its task is gone (cancelled): give its slot back at once
+                self.order.finished(name, 0.0)
+                continue
+            started.set_result(None)
 
 
 class LaneConsumer:
@@ -140,7 +174,7 @@ class LaneConsumer:
         self.known = known
         self.hooks = hooks
         self.prefix = prefix
-        self.lanes = [_Lane(i, names.lane_queue(prefix, i)) for i in range(count)]
+        self.lanes = [_Lane(i, names.lane_queue(prefix, i), prefetch) for i in range(count)]
         self._tasks: set[asyncio.Task[Any]] = set()
         self.settler: Settler | None = None  # parks the messages of endpoints not served here
 
@@ -205,18 +239,48 @@ class LaneConsumer:
             await self._unserved(lane, message, name)
             return
         if runner.paused_reason is not None or not runner.accepts(message):
-            await runner.settler.park(message, PAUSED_PARK_DELAY)
+            await park_held(runner.settler, message)
             return
-        if lane.held[name] >= self.share(lane, name, runner.endpoint.concurrency):
-            await runner.settler.park(message, PARK_DELAY)  # over its share: the lane's head must move
+        concurrency, held, seconds_each = runner.endpoint.concurrency, lane.held[name], lane.seconds_each(name)
+        share = self.share(lane, name, concurrency)
+        if held >= share and not may_hold(
+            held, share, self.prefetch, concurrency, seconds_each, PARK_DELAY, lane.typical_cost(name)
+        ):
+            # Over its share, and not fast enough to keep more: the lane's head must move. Back when it has
+            # worked through what it holds.
+            await runner.settler.park(message, park_delay(PARK_DELAY, PARK_DELAY_MAX, seconds_each, held, concurrency))
             return
         lane.held[name] += 1
         try:
-            await runner.deliver(message)
+            await self._in_turn(lane, name, runner, message)
         finally:
             lane.held[name] -= 1
             if not lane.held[name]:
                 del lane.held[name]
+
+    async def _in_turn(self, lane: _Lane, name: str, runner: LaneRunner, message: AbstractIncomingMessage) -> None:
+        """Wait for this message's turn in its endpoint's FIFO (the lane's round robin), then deliver it."""
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        lane.order.push(name, turn, runner.endpoint.concurrency)
+        lane.pump()
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if not lane.order.drop(name, turn) and turn.done() and not turn.cancelled():
+                lane.order.finished(name, 0.0)  # started, never delivered: its slot back
+                lane.pump()
+            raise
+        began = time.monotonic()
+        lane.began.setdefault(name, []).append(began)
+        try:
+            await runner.deliver(message)
+        finally:
+            lane.order.finished(name, time.monotonic() - began)
+            starts = lane.began[name]
+            starts.remove(began)
+            if not starts:
+                del lane.began[name]
+            lane.pump()
 
     async def _unserved(self, lane: _Lane, message: AbstractIncomingMessage, name: str) -> None:
         """Parked while another worker may know the endpoint and this one not yet; then taken for deleted."""
@@ -234,14 +298,9 @@ class LaneConsumer:
             await lane.acks.ack(message)
 
     def share(self, lane: _Lane, name: str, concurrency: int) -> int:
-        """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once.
-
-        The prefetch divided among the lane's busy endpoints, counted as at least two, so that one endpoint
-        never holds more than half the window and the others always find room; and at most twice its
-        ``concurrency``, so that its FIFO stays short. At least 1.
-        """
-        busy = sum(1 for other, held in lane.held.items() if held and other != name) + 1
-        return max(1, min(self.prefetch // max(2, busy), 2 * concurrency))
+        """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once."""
+        busy_others = sum(1 for other, held in lane.held.items() if held and other != name)
+        return window_share(self.prefetch, busy_others, concurrency)
 
     async def stop(self) -> None:
         """Stop taking messages from the lanes (those delivered already are handled, or handed back)."""
@@ -260,6 +319,13 @@ class LaneConsumer:
             lane.channel, lane.tag = None, None
         if self.settler is not None:
             await self.settler.close()
+
+
+async def park_held(settler: Settler, message: AbstractIncomingMessage) -> None:
+    """Park a message of a held endpoint, longer each time in a row (``held_park_delay``), counted in a header."""
+    holds = wire.header_int((message.headers or {}).get(wire.H_LANE_HOLDS)) or 0
+    delay = held_park_delay(PAUSED_PARK_DELAY, PARK_DELAY_MAX, holds)
+    await settler.park(message, delay, {wire.H_LANE_HOLDS: holds + 1})
 
 
 async def _never(message: AbstractIncomingMessage) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "H_FIRST_ATTEMPT",
     "H_HISTORY",
     "H_KEY",
+    "H_LANE_HOLDS",
     "H_LANE_MISSES",
     "H_LAST_ATTEMPT",
     "H_LAST_ERROR",
@@ -59,6 +60,7 @@ H_LAST_STATUS = "warren-last-status"  # HTTP status of the last attempt, 0 when 
 H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
 H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
+H_LANE_HOLDS = "warren-lane-holds"  # a lane message parked in a row because its endpoint was held: how often
 H_LANE_MISSES = "warren-lane-misses"  # a lane message parked because its endpoint was not (yet) served: how often
 # The routing stage's own (warren/consumers/route_attempts.py), on an event it sends round again or dead-letters:
 H_ROUTE_ATTEMPT = "warren-route-attempt"  # routing attempts already made; never derived from x-delivery-count
