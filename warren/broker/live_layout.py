@@ -10,15 +10,13 @@ import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import aiormq.exceptions
-from aio_pika.abc import AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm import publish_confirmed
 from warren.broker.amqp.connection import connect_once
-from warren.broker.amqp.probe import QueueProbe, missing
+from warren.broker.amqp.probe import QueueProbe, existing_exchange
 from warren.broker.endpoint_records import EndpointRecord
-from warren.core.errors import TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
@@ -121,11 +119,18 @@ async def own_queues(connection: AbstractConnection, prefix: str, name: str) -> 
 async def announce(connection: AbstractConnection, prefix: str, record: EndpointRecord) -> None:
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     try:
-        try:
-            exchange = await channel.get_exchange(names.endpoints_exchange(prefix), ensure=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            raise TopologyError(missing("exchange", names.endpoints_exchange(prefix))) from None
-        await publish_confirmed(exchange, record.to_message(), "", what=f"the record of endpoint {record.endpoint}")
+        await announce_on(channel, prefix, record)
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
+
+
+async def announce_on(
+    channel: AbstractChannel, prefix: str, record: EndpointRecord, *, reply_to: str | None = None
+) -> None:
+    """Publish ``record`` on the endpoints exchange, confirmed, on ``channel`` (with confirms and returns raised);
+    ``reply_to``: the queue where the workers answer once they applied it (warren/broker/route_fence.py)."""
+    exchange = await existing_exchange(channel, names.endpoints_exchange(prefix))
+    message = record.to_message()
+    message.reply_to = reply_to
+    await publish_confirmed(exchange, message, "", what=f"the record of endpoint {record.endpoint}")

@@ -20,15 +20,13 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import publish_confirmed
-from warren.broker.amqp.probe import existing_exchange, missing
+from warren.broker.amqp.probe import existing_queue
 from warren.broker.endpoint_records import EndpointRecord
-from warren.core.errors import TopologyError
+from warren.broker.live_layout import announce_on
 from warren.topology import names
 
 __all__ = ["ROUTED", "RoutersHeard", "announce_to_routers", "routed_reply"]
@@ -61,11 +59,7 @@ async def announce_to_routers(
     """Announce ``record`` (a lane endpoint's) and wait up to ``wait`` seconds for every running router's answer."""
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     try:
-        exchange = await existing_exchange(channel, names.endpoints_exchange(prefix))
-        try:
-            route = await channel.declare_queue(names.route_queue(prefix), passive=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            raise TopologyError(missing("queue", names.route_queue(prefix))) from None
+        route = await existing_queue(channel, names.route_queue(prefix))
         routers = route.declaration_result.consumer_count or 0
         answered: set[str] = set()
         everyone = asyncio.Event()
@@ -78,9 +72,7 @@ async def announce_to_routers(
 
         replies = await channel.declare_queue(exclusive=True, auto_delete=True, arguments={"x-queue-type": "classic"})
         await replies.consume(on_answer, no_ack=True)
-        message = record.to_message()
-        message.reply_to = replies.name
-        await publish_confirmed(exchange, message, "", what=f"the record of endpoint {record.endpoint}")
+        await announce_on(channel, prefix, record, reply_to=replies.name)
         if routers and wait > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(everyone.wait(), wait)
