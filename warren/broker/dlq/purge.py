@@ -1,17 +1,24 @@
-"""Emptying a DLQ for good: the only DLQ operation that loses messages, so the CLI asks first."""
+"""Emptying a DLQ for good: the only DLQ operation that loses messages, so the CLI asks first.
+
+``take_selected`` is its letter-by-letter form, which a move of chosen letters (relocate.py) shares: each
+chosen letter is acked only after what comes before its ack (a confirmed copy) succeeded.
+"""
 
 from __future__ import annotations
 
-from aio_pika.abc import AbstractConnection
+from collections.abc import Awaitable, Callable
+
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.probe import existing_queue
 from warren.broker.dlq.browse import MAX_SCAN, hold_messages
+from warren.broker.dlq.letters import DeadLetter
 from warren.broker.dlq.selection import Selection, select
 from warren.topology import names
 
-__all__ = ["purge_dlq", "purge_selected"]
+__all__ = ["purge_dlq", "purge_selected", "take_selected"]
 
 
 async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) -> int:
@@ -34,6 +41,19 @@ async def purge_selected(
 ) -> tuple[int, int]:
     """Delete the letters of ``queue`` that ``selection`` picks (a shared lane's DLQ: one endpoint's letters);
     the rest return, in order. Returns (deleted, depth when it began)."""
+    return await take_selected(connection, queue, selection, scan=scan)
+
+
+async def take_selected(
+    connection: AbstractConnection,
+    queue: str,
+    selection: Selection,
+    *,
+    before_ack: Callable[[DeadLetter, AbstractIncomingMessage], Awaitable[None]] | None = None,
+    scan: int = MAX_SCAN,
+) -> tuple[int, int]:
+    """Take the letters of ``queue`` that ``selection`` picks out of it, each after ``before_ack`` (a move's
+    confirmed copy) when given; the rest return, in order. Returns (taken, depth when it began)."""
     async with hold_messages(connection, queue, scan=scan) as held:
         chosen = select(held.letters(), selection)
         # Batched acks, closed before the block hands the rest back (broker/dlq/move.py says why).
@@ -42,7 +62,10 @@ async def purge_selected(
             acks.track(message)
         try:
             for letter in chosen:
-                await acks.ack(held.messages[letter.position])
+                message = held.messages[letter.position]
+                if before_ack is not None:
+                    await before_ack(letter, message)
+                await acks.ack(message)
         finally:
             await acks.close()
         return len(chosen), held.depth

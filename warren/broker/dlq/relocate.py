@@ -8,13 +8,13 @@ letter, not a replay. The lane-mates' letters return to the lane's DLQ, in order
 
 from __future__ import annotations
 
-from aio_pika.abc import AbstractConnection
+from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker import wire
-from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.broker.dlq.browse import hold_messages
-from warren.broker.dlq.selection import Selection, select
+from warren.broker.dlq.letters import DeadLetter
+from warren.broker.dlq.purge import take_selected
+from warren.broker.dlq.selection import Selection
 
 __all__ = ["relocate_letters"]
 
@@ -22,20 +22,13 @@ __all__ = ["relocate_letters"]
 async def relocate_letters(connection: AbstractConnection, source: str, destination: str, endpoint: str) -> int:
     """Move the letters of ``source`` naming ``endpoint`` into queue ``destination``; return how many moved."""
     publisher = await ConfirmChannel(connection).open()
+
+    async def copy(letter: DeadLetter, message: AbstractIncomingMessage) -> None:
+        what = f"letter {letter.event_id} to {destination}"
+        await publisher.publish("", wire.onward(message, dict(message.headers or {})), destination, what=what)
+
     try:
-        async with hold_messages(connection, source) as held:
-            chosen = select(held.letters(), Selection(endpoint=endpoint))
-            acks = AckBatcher()
-            for message in held.messages:
-                acks.track(message)
-            try:
-                for letter in chosen:
-                    message = held.messages[letter.position]
-                    copy = wire.onward(message, dict(message.headers or {}))
-                    await publisher.publish("", copy, destination, what=f"letter {letter.event_id} to {destination}")
-                    await acks.ack(message)
-            finally:
-                await acks.close()
-            return len(chosen)
+        moved, _ = await take_selected(connection, source, Selection(endpoint=endpoint), before_ack=copy)
+        return moved
     finally:
         await publisher.close()
