@@ -36,7 +36,7 @@ from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import QueueProbe
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import Layout
-from warren.broker.live_remove import retire
+from warren.broker.live_remove import delete_exchange, retire
 from warren.broker.route_fence import announce_to_routers
 from warren.core.errors import LiveApplyError, TopologyError
 from warren.topology import names
@@ -86,23 +86,13 @@ async def demote(
         with contextlib.suppress(Exception):
             await close_channel(channel)
     await announce_to_routers(connection, prefix, record, settings.lanes.apply_wait)
-    await _delete_exchange(connection, names.endpoint_exchange(prefix, name))
+    await delete_exchange(connection, names.endpoint_exchange(prefix, name))
     deadline = time.monotonic() + settings.delivery.grace_period + MOVE_SLACK
     queued = await _move_all(connection, work, lane_queue, name, deadline) if work in before.consumed else 0
     dlq = names.dlq(prefix, name)
     letters = await _move_all(connection, dlq, lane_dlq, name, deadline) if before.dlq is not None else 0
     await retire(connection, settings, name, [work, dlq], force=False)
     return Demotion(queued, letters)
-
-
-async def _delete_exchange(connection: AbstractConnection, exchange: str) -> None:
-    channel = await connection.channel()
-    try:
-        raw = await channel.get_underlay_channel()
-        await raw.exchange_delete(exchange)
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
 
 
 async def _move_all(
@@ -119,8 +109,7 @@ async def _move_all(
         while True:
             message = await queue.get(no_ack=False, fail=False)
             if message is not None:
-                headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
-                headers[wire.H_ENDPOINT] = endpoint
+                headers = {**wire.untouched_headers(message), wire.H_ENDPOINT: endpoint}
                 what = f"{message.message_id} from {source} to {destination}"
                 await publisher.publish("", wire.onward(message, headers), destination, what=what)
                 await message.ack()

@@ -32,7 +32,7 @@ from warren.core.errors import EndpointNotEmpty, LiveApplyError, TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 
-__all__ = ["Removal", "remove_endpoint", "retire"]
+__all__ = ["Removal", "delete_exchange", "remove_endpoint", "retire"]
 
 log = logging.getLogger("warren.live_apply")
 
@@ -79,28 +79,24 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
             "dead letters), or remove it with force to discard them",
             held,
         )
-    letters = await _lane_letters(connection, settings, name) if not layout.exists else None
-    if letters is not None and letters[1] and not force:
+    lane_dlq = _lane_dlq(settings, name) if not layout.exists else None
+    if lane_dlq is not None and not force and (letters := await _taken(connection, lane_dlq, name, purge=False)):
         raise EndpointNotEmpty(
-            f"endpoint {name!r} has {letters[1]} dead letter(s) in its lane's DLQ ({letters[0]}): nothing removed; "
+            f"endpoint {name!r} has {letters} dead letter(s) in its lane's DLQ ({lane_dlq}): nothing removed; "
             "replay or purge them (`warren dlq`), or remove it with force to discard them",
-            {letters[0]: letters[1]},
+            {lane_dlq: letters},
         )
     await announce(connection, prefix, EndpointRecord.removing(name, by()))
     if not layout.exists:
-        if letters is None or not letters[1]:
+        if lane_dlq is None or not force:
             return Removal()
         # A lane endpoint: its letters leave the shared DLQ with it, so a later endpoint of the name (another
         # tenant's, say) inherits none; its lane-mates' stay, in order.
-        purged, _ = await purge_selected(connection, letters[0], Selection(endpoint=name))
-        log.warning("endpoint %s removed with force: %d dead letter(s) discarded from %s", name, purged, letters[0])
+        purged = await _taken(connection, lane_dlq, name, purge=True)
+        if purged:
+            log.warning("endpoint %s removed with force: %d dead letter(s) discarded from %s", name, purged, lane_dlq)
         return Removal(0, purged)
-    channel = await connection.channel()
-    try:
-        await (await channel.get_underlay_channel()).exchange_delete(names.endpoint_exchange(prefix, name))
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
+    await delete_exchange(connection, names.endpoint_exchange(prefix, name))
     queues = [*layout.consumed, *([dlq] if layout.dlq is not None else [])]
     discarded = await retire(connection, settings, name, queues, force=force)
     removal = Removal(sum(n for q, n in discarded.items() if q != dlq), discarded.get(dlq, 0))
@@ -114,16 +110,32 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
     return removal
 
 
-async def _lane_letters(connection: AbstractConnection, settings: WarrenConfig, name: str) -> tuple[str, int] | None:
-    """The DLQ of ``name``'s lane and how many of its letters name it; None when lanes are off (or no such DLQ)."""
-    if not settings.lanes.count:
-        return None
-    queue = names.lane_dlq(settings.broker.prefix, names.lane_of(name, settings.lanes.count))
+async def delete_exchange(connection: AbstractConnection, exchange: str) -> None:
+    """Delete ``exchange`` (the bindings into and out of it go with it), on a channel of its own."""
+    channel = await connection.channel()
     try:
-        async with hold_messages(connection, queue) as held:
-            return queue, len(select(held.letters(), Selection(endpoint=name)))
+        await (await channel.get_underlay_channel()).exchange_delete(exchange)
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)
+
+
+def _lane_dlq(settings: WarrenConfig, name: str) -> str | None:
+    """The DLQ of ``name``'s lane, where a lane endpoint's letters are; None when lanes are off."""
+    count = settings.lanes.count
+    return names.lane_dlq(settings.broker.prefix, names.lane_of(name, count)) if count else None
+
+
+async def _taken(connection: AbstractConnection, lane_dlq: str, name: str, *, purge: bool) -> int:
+    """How many letters of ``lane_dlq`` name ``name``, deleted when ``purge``; 0 when that DLQ does not exist."""
+    selection = Selection(endpoint=name)
+    try:
+        if purge:
+            return (await purge_selected(connection, lane_dlq, selection))[0]
+        async with hold_messages(connection, lane_dlq) as held:
+            return len(select(held.letters(), selection))
     except TopologyError:
-        return None
+        return 0
 
 
 async def retire(

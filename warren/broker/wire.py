@@ -18,7 +18,7 @@ from aio_pika.abc import AbstractIncomingMessage
 from warren.topology import headers as _headers
 from warren.topology.headers import *  # noqa: F403 (re-exported: the names are defined once, there)
 
-__all__ = ["onward"]
+__all__ = ["onward", "untouched_headers"]
 __all__ += _headers.__all__
 
 
@@ -51,3 +51,9 @@ def onward(message: AbstractIncomingMessage, headers: Mapping[str, Any]) -> Mess
         correlation_id=message.correlation_id,
         delivery_mode=DeliveryMode.PERSISTENT,
     )
+
+
+def untouched_headers(message: AbstractIncomingMessage) -> dict[str, Any]:
+    """The message's headers as Warren wrote them, for a move that must not change it (a park, a move between
+    homes): without RabbitMQ's dead-letter bookkeeping, which would make the delay chain drop it as a cycle."""
+    return {k: v for k, v in (message.headers or {}).items() if k not in _headers.RABBITMQ_DEATH_HEADERS}

@@ -176,16 +176,14 @@ class Settler:
         A shared lane's way of letting its head move past an endpoint that holds more than its share. ``extra``
         headers are added; ``return_queue`` replaces the settler's own.
         """
-        headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
-        headers.update(extra or {})
+        headers = {**wire.untouched_headers(message), **(extra or {})}
         key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
         await self._move(message, self._delay_exchange, key, headers, "parked")
 
     async def forward(self, message: AbstractIncomingMessage, exchange: str) -> None:
         """Move the message untouched (its attempt count kept) into ``exchange``, confirmed, then ack it: a lane
         endpoint's copy following the endpoint to the queues of its own it was promoted to."""
-        headers = {k: v for k, v in (message.headers or {}).items() if k not in wire.RABBITMQ_DEATH_HEADERS}
-        await self._move(message, exchange, message.routing_key or "", headers, "parked")
+        await self._move(message, exchange, message.routing_key or "", wire.untouched_headers(message), "parked")
 
     async def _move(
         self,
