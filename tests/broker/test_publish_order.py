@@ -28,7 +28,7 @@ class ScriptedPublisher(Publisher):
         self.most_in_flight = 0
         self.most_per_key: dict[str, int] = {}
 
-    async def publish(self, event: Event) -> str:
+    async def publish(self, event: Event, **_: Any) -> str:
         self.sent.append(event.id)
         key = event.key or event.id
         self.in_flight[key] = self.in_flight.get(key, 0) + 1

@@ -12,7 +12,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 from prometheus_client import Counter
 
-from warren.broker.amqp.confirm import one_at_a_time
+from warren.broker.amqp.confirm import LinkLost, Nacked, one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import missing
 from warren.broker.events import Event, encode_event
@@ -20,11 +20,16 @@ from warren.core.errors import EventError, PublishError, UnroutableError
 from warren.topology import names
 from warren.topology.catalog import Catalog
 
-__all__ = ["DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
+__all__ = ["DEFAULT_DEADLINE", "DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
 
 log = logging.getLogger("warren.publisher")
 
 DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
+# Seconds an event that was not confirmed (a nack, a lost connection, a node failing over) keeps being sent again,
+# from its first send, before it is reported as not stored; the pause between sends doubles from RESEND_PAUSE.
+DEFAULT_DEADLINE = 30.0
+RESEND_PAUSE = 0.25
+RESEND_PAUSE_MAX = 2.0
 
 # A tenant's event that no endpoint takes is accepted (a tenant without endpoints yet is normal on a platform),
 # and counted here: in the process's default registry, which ``warren api`` and any embedding app export.
@@ -104,9 +109,15 @@ class Publisher:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def publish(self, event: Event) -> str:
+    async def publish(self, event: Event, *, deadline: float = DEFAULT_DEADLINE) -> str:
         """Publish one event; return its id once confirmed. Raises EventError (its data breaks its type's schema,
-        with a catalog that rejects), UnroutableError, PublishError."""
+        with a catalog that rejects), UnroutableError, PublishError.
+
+        An event that is not confirmed (nacked, or its connection lost while a node fails over) is sent again,
+        with the same id, until ``deadline`` seconds after its first send; only then is it a PublishError. A
+        re-send of an event that was in fact stored (its confirm lost with the connection) is a duplicate, which
+        receivers drop by ``webhook-id``. ``deadline=0`` sends once.
+        """
         if self._catalog is not None:
             check_schema(self._catalog, event)
         message = encode_event(event, self._max_payload)
@@ -119,15 +130,20 @@ class Publisher:
                 f"event {event.id} names a tenant, but the tenants exchange does not exist: run `warren setup`",
                 event.id,
             )
+        unroutable = f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
         async with one_at_a_time(self._in_flight, event.id):
             try:
-                await self._channel.publish(
-                    exchange,
-                    message,
-                    event.routing_key,
-                    what=f"event {event.id}",
-                    event_id=event.id,
-                    unroutable=f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it",
+                await resend_until_confirmed(
+                    lambda: self._channel.publish(
+                        exchange,
+                        message,
+                        event.routing_key,
+                        what=f"event {event.id}",
+                        event_id=event.id,
+                        unroutable=unroutable,
+                    ),
+                    event.id,
+                    deadline,
                 )
             except UnroutableError:
                 if event.tenant is None:
@@ -150,8 +166,13 @@ class Publisher:
         *,
         window: int = DEFAULT_WINDOW,
         on_result: Callable[[str, PublishError | None], Awaitable[None] | None] | None = None,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> PublishReport:
         """Publish a stream of events keeping up to ``window`` unconfirmed; report every outcome.
+
+        An event not confirmed is sent again until ``deadline`` seconds after its first send (``publish``), its
+        key's later events waiting behind it, so a node failing over costs time, not events: only what is still
+        not confirmed at its deadline is reported as not stored.
 
         Events of one ordering key go one after another: each is sent once the one before it (of the same
         tenant and key) is confirmed, and not at all when that one was not stored. So what is stored of a key
@@ -178,7 +199,7 @@ class Publisher:
                         "sending this one first would break the key's order; send both again (same ids)",
                         event.id,
                     )
-                await self.publish(event)
+                await self.publish(event, deadline=deadline)
                 report.confirmed.append(event.id)
                 stored = True
             except UnroutableError as exc:
@@ -225,3 +246,26 @@ class Publisher:
         if tasks:
             await asyncio.gather(*tasks)
         return report
+
+
+async def resend_until_confirmed(send: Callable[[], Awaitable[None]], event_id: str, deadline: float) -> None:
+    """``send()`` again after each nack or lost link (a node failing over), with pauses doubling from RESEND_PAUSE,
+    until ``deadline`` seconds have passed: then the last error is raised. Other failures are answers (a returned
+    event, an exchange that does not exist) and raised at once. A send waiting for its confirm is not cut short:
+    a connection that hangs ends with the heartbeat, a lost link."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + deadline
+    pause = RESEND_PAUSE
+    while True:
+        try:
+            await send()
+            return
+        except (Nacked, LinkLost) as exc:
+            left = give_up - loop.time()
+            if left <= 0:
+                if deadline <= 0:
+                    raise
+                raise PublishError(f"{exc} (sent again for {deadline:g} s)", event_id) from exc
+            log.info("event %s not confirmed (%s); sending it again", event_id, exc, extra={"event_id": event_id})
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, RESEND_PAUSE_MAX)

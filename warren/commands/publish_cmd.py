@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from warren.broker.amqp.connection import connect
 from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fields
 from warren.broker.events import Event
-from warren.broker.publisher import Publisher
+from warren.broker.publisher import DEFAULT_DEADLINE, Publisher
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, json_option, load, run
 from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import EventError, PublishError
@@ -21,20 +21,20 @@ from warren.core.line_stream import stream_lines
 from warren.topology.config import WarrenConfig
 
 
-async def _publish_one(config: WarrenConfig, event: Event) -> None:
+async def _publish_one(config: WarrenConfig, event: Event, deadline: float) -> None:
     connection = await connect(config.broker.urls, name="warren-publish")
     try:
         publisher = await Publisher.open(
             connection, config.broker.prefix, max_payload=config.delivery.max_payload, catalog=config.event_catalog()
         )
-        await publisher.publish(event)
+        await publisher.publish(event, deadline=deadline)
     finally:
         await connection.close()
     for_tenant = f" for tenant {event.tenant}" if event.tenant else ""
     console.print(f"published {event.id} ({event.type}){for_tenant}", highlight=False)
 
 
-async def _publish_file(config: WarrenConfig, source: str) -> int:
+async def _publish_file(config: WarrenConfig, source: str, deadline: float) -> int:
     # Read by a thread (warren/core/line_stream.py): a line on a live pipe is published as soon as it arrives.
     stream = sys.stdin.buffer if source == "-" else Path(source).open("rb")  # noqa: SIM115, ASYNC230
     bad: list[BadLine] = []
@@ -69,7 +69,7 @@ async def _publish_file(config: WarrenConfig, source: str) -> int:
                 if error is not None:
                     err_console.print(f"event {event_id}: {error}", highlight=False)
 
-            report = await publisher.publish_many(events(), on_result=done)
+            report = await publisher.publish_many(events(), on_result=done, deadline=deadline)
             confirmed = len(report.confirmed)
             failed = report.failed
     finally:
@@ -99,6 +99,15 @@ def publish(
     file: Annotated[
         str | None, typer.Option("--file", "-f", help="JSON-lines file of events; '-' reads standard input.")
     ] = None,
+    deadline: Annotated[
+        float,
+        typer.Option(
+            "--deadline",
+            min=0,
+            help="Seconds an event that was not confirmed (a node failing over) is sent again, same id, before it "
+            "is reported as not stored; 0 sends once.",
+        ),
+    ] = DEFAULT_DEADLINE,
 ) -> None:
     """Publish events (for a tenant with --tenant); each is confirmed by RabbitMQ or reported."""
     cfg = load(config)
@@ -107,7 +116,7 @@ def publish(
             fail("--file cannot be combined with --type/--data/--id/--key/--sequence/--tenant", EXIT_USAGE)
         if file != "-" and not Path(file).is_file():
             fail(f"--file {file}: no such file", EXIT_USAGE)
-        raise typer.Exit(run(_publish_file(cfg, file)))
+        raise typer.Exit(run(_publish_file(cfg, file, deadline)))
     if not event_type or data is None:
         fail("give --type and --data (JSON), or --file PATH", EXIT_USAGE)
     parsed = json_option("--data", data)
@@ -123,7 +132,7 @@ def publish(
         event = event_from_fields(fields)
     except EventError as exc:
         fail(str(exc), EXIT_USAGE)
-    run(_publish_one(cfg, event))
+    run(_publish_one(cfg, event, deadline))
 
 
 def register(app: typer.Typer) -> None:

@@ -34,10 +34,10 @@ async def test_stop_lets_a_request_in_flight_finish(api_config: Callable[..., Wa
     real_publish = publisher.publish
     publishing = asyncio.Event()
 
-    async def slow_publish(event: Any) -> str:
+    async def slow_publish(event: Any, **options: Any) -> str:
         publishing.set()
         await asyncio.sleep(0.3)
-        return await real_publish(event)
+        return await real_publish(event, **options)
 
     monkeypatch.setattr(publisher, "publish", slow_publish)
     async with aiohttp.ClientSession() as session:

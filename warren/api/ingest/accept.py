@@ -145,10 +145,13 @@ def build_events(items: Sequence[EventIn], ids: Sequence[str], limits: Limits, *
 
 async def publish_one(link: BrokerLink, event: Event, limits: Limits) -> str:
     """Publish and wait for the confirm: the id, or 409 (unroutable) / 503 (not stored, retry)."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + limits.publish_timeout
     try:
-        publisher = link.publisher()
-        async with asyncio.timeout(limits.publish_timeout):
-            return await publisher.publish(event)
+        # A node failing over: the link is waited for, and what is not confirmed sent again, within the timeout.
+        publisher = await link.ready_publisher(limits.publish_timeout)
+        async with asyncio.timeout_at(give_up):
+            return await publisher.publish(event, deadline=give_up - loop.time())
     except UnroutableError as exc:
         raise ApiError(409, UNROUTABLE, f"no endpoint subscribes to event type {event.type!r}: not stored") from exc
     except (BrokerUnavailable, PublishError) as exc:
@@ -204,7 +207,10 @@ async def publish_batch(link: BrokerLink, events: Sequence[Event], limits: Limit
     confirmed before a failure or the timeout is stored and reported in ``ids``; everything else is in
     ``failed`` and may be retried with the same ids.
     """
-    publisher = link.publisher()  # BrokerUnavailable here: nothing was sent, the caller answers 503
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + limits.publish_timeout
+    # BrokerUnavailable here: nothing was sent, the caller answers 503 (a link reconnecting is waited for first).
+    publisher = await link.ready_publisher(limits.publish_timeout)
     outcomes: dict[str, PublishError | None] = {}
     problem = f"not confirmed by RabbitMQ within {limits.publish_timeout:g}s"
 
@@ -212,8 +218,8 @@ async def publish_batch(link: BrokerLink, events: Sequence[Event], limits: Limit
         outcomes[event_id] = error
 
     try:
-        async with asyncio.timeout(limits.publish_timeout):
-            await publisher.publish_many(events, on_result=record)
+        async with asyncio.timeout_at(give_up):
+            await publisher.publish_many(events, on_result=record, deadline=give_up - loop.time())
     except TimeoutError:
         pass
     except asyncio.CancelledError:

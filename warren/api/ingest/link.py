@@ -115,6 +115,16 @@ class BrokerLink:
             raise BrokerUnavailable("connection to RabbitMQ lost; reconnecting")
         return publisher
 
+    async def ready_publisher(self, wait: float) -> Publisher:
+        """``publisher()``, after waiting up to ``wait`` seconds for a connection that is reconnecting (its node
+        failing over) to come back; BrokerUnavailable when it is not back by then, or there is none."""
+        connection = self._connection
+        if connection is not None and not connection.is_closed and not connection.connected.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await connection.connected.wait()
+        return self.publisher()
+
     async def not_ready_reason(self, timeout: float = 5.0) -> NotReady | None:
         """None when connected and the events exchange exists; otherwise why not (for ``/readyz``)."""
         try:

@@ -18,7 +18,7 @@ from aio_pika.abc import AbstractExchange, AbstractMessage
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
 from warren.core.errors import PublishError, UnroutableError, describe
 
-__all__ = ["LINK_ERRORS", "Nacked", "one_at_a_time", "publish_confirmed"]
+__all__ = ["LINK_ERRORS", "LinkLost", "Nacked", "one_at_a_time", "publish_confirmed"]
 
 # The link, not the message: aio-pika raises RuntimeError for a channel that is closed or not reopened yet.
 LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
@@ -26,6 +26,11 @@ LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError
 
 class Nacked(PublishError):
     """RabbitMQ answered the publish with a nack: not stored. On 3.10 the channel may be stale (confirm_channel.py)."""
+
+
+class LinkLost(PublishError):
+    """The connection went away before the confirm came: maybe stored, maybe not (a robust connection comes back,
+    on another node when its own is gone)."""
 
 
 async def publish_confirmed(
@@ -51,7 +56,7 @@ async def publish_confirmed(
     except aiormq.exceptions.DeliveryError as exc:
         raise Nacked(f"RabbitMQ refused {what} (nack)", event_id) from exc
     except LINK_ERRORS as exc:
-        raise PublishError(f"{what} not confirmed: connection to RabbitMQ lost ({describe(exc)})", event_id) from exc
+        raise LinkLost(f"{what} not confirmed: connection to RabbitMQ lost ({describe(exc)})", event_id) from exc
     except aiormq.exceptions.AMQPError as exc:  # e.g. the channel closed by the broker (a deleted exchange)
         raise PublishError(f"{what} not stored: RabbitMQ failed: {describe(exc)}", event_id) from exc
 

@@ -23,8 +23,8 @@ from collections import Counter
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractMessage
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import LINK_ERRORS, Nacked, publish_confirmed
-from warren.core.errors import PublishError, describe
+from warren.broker.amqp.confirm import LINK_ERRORS, LinkLost, Nacked, publish_confirmed
+from warren.core.errors import describe
 
 __all__ = ["ConfirmChannel"]
 
@@ -65,7 +65,7 @@ class ConfirmChannel:
             try:
                 exchange = channel.default_exchange if name == "" else await channel.get_exchange(name, ensure=False)
             except LINK_ERRORS as exc:
-                raise PublishError(f"connection to RabbitMQ lost: {describe(exc)}") from exc
+                raise LinkLost(f"connection to RabbitMQ lost: {describe(exc)}") from exc
             self._exchanges[name] = exchange
         return exchange
 
@@ -108,7 +108,7 @@ class ConfirmChannel:
             try:
                 await self.open()
             except LINK_ERRORS as exc:
-                raise PublishError(f"connection to RabbitMQ lost: {describe(exc)}") from exc
+                raise LinkLost(f"connection to RabbitMQ lost: {describe(exc)}") from exc
             self.renewals += 1
             self._retired.add(nacked)
 

@@ -1,0 +1,137 @@
+"""A publisher rides through a lost connection: what was not confirmed is sent again (same ids), keys kept in order.
+
+RabbitMQ closes the publisher's connection (as a node going away does) while ``publish_many`` has events in
+flight; the robust connection comes back and every event ends up stored, none reported as not stored, and each
+key's events are stored first-time in publish order (a re-sent event's later key-mates wait behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import pytest
+
+from tests.support.dead_letters import drain
+from warren.broker.amqp.confirm import LinkLost, Nacked
+from warren.broker.amqp.connection import connect
+from warren.broker.applier import apply_setup
+from warren.broker.events import Event
+from warren.broker.management import ManagementClient
+from warren.broker.publisher import Publisher, resend_until_confirmed
+from warren.core.errors import PublishError
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+pytestmark = pytest.mark.timeout(90)
+
+EVENTS = 600
+KEYS = 10
+
+
+async def _connection_named(management: ManagementClient, vhost: str, name: str) -> str:
+    """The management API's name of the connection that calls itself ``name`` (its listing lags a few seconds)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        rows: list[dict[str, Any]] = await management.request("GET", f"vhosts/{quote(vhost, safe='')}/connections")
+        for row in rows:
+            if (row.get("client_properties") or {}).get("connection_name") == name:
+                return str(row["name"])
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the management API did not list connection {name} in 20 s")
+
+
+async def test_publish_many_sends_again_what_a_closed_connection_left_unconfirmed(
+    make_config: Callable[..., WarrenConfig], amqp_url: str, management: ManagementClient, vhost: str
+) -> None:
+    # Given a publisher on a robust connection, and a stream of 600 keyed events published at a steady pace
+    config = make_config([{"name": "sink", "url": "http://127.0.0.1:9/s", "events": ["order.*"]}])
+    await apply_setup(config)
+    name = f"warren-resend-{uuid.uuid4().hex[:8]}"
+    connection = await connect(amqp_url, name=name)
+    try:
+        listed = await _connection_named(management, vhost, name)
+        publisher = await Publisher.open(connection, config.broker.prefix)
+        results: dict[str, PublishError | None] = {}
+
+        async def paced() -> AsyncIterator[Event]:
+            for n in range(EVENTS):
+                if n == EVENTS // 3:
+                    # When RabbitMQ closes the connection with publishes in flight (a node going away)
+                    await management.request("DELETE", f"connections/{quote(listed, safe='')}", allow_404=True)
+                key = f"k{n % KEYS}"
+                yield Event("order.paid", {"n": n, "key": key}, id=f"e-{n}", key=key)
+                await asyncio.sleep(0.002)
+
+        def record(event_id: str, error: PublishError | None) -> None:
+            results[event_id] = error
+
+        report = await publisher.publish_many(paced(), on_result=record, deadline=40)
+        await publisher.close()
+    finally:
+        await connection.close()
+    # Then nothing is reported as not stored, and every event is in the endpoint's queue
+    assert report.failed == [], report.failed[:3]
+    assert len(report.confirmed) == EVENTS
+    messages = await drain(config, names.work_queue(config.broker.prefix, "sink"))
+    first_seen: list[dict[str, Any]] = []
+    ids: set[str] = set()
+    for message in messages:
+        if message.message_id not in ids:
+            ids.add(str(message.message_id))
+            first_seen.append(orjson.loads(message.body)["data"])
+    assert ids == {f"e-{n}" for n in range(EVENTS)}
+    # And each key's events were stored for the first time in publish order
+    for k in range(KEYS):
+        mine = [d["n"] for d in first_seen if d["key"] == f"k{k}"]
+        assert mine == sorted(mine), f"key k{k} out of order"
+    # Duplicates are only re-sends of events whose confirm was lost with the connection: at most a window's worth
+    assert len(messages) - EVENTS <= 256
+
+
+@pytest.mark.timeout(10)
+async def test_resend_stops_at_the_deadline_and_passes_other_failures_at_once() -> None:
+    sends: list[float] = []
+
+    async def nacked() -> None:
+        sends.append(time.monotonic())
+        raise Nacked("refused", "e1")
+
+    # A nack is sent again with growing pauses until the deadline, then reported naming the deadline
+    with pytest.raises(PublishError, match=r"sent again for 1 s"):
+        await resend_until_confirmed(nacked, "e1", 1.0)
+    assert 3 <= len(sends) <= 5  # 0, 0.25, 0.75 (then 1.0 is the deadline)
+    assert sends[-1] - sends[0] == pytest.approx(1.0, abs=0.3)
+
+    # A lost link that comes back: stored on the next send
+    outcomes: list[BaseException | None] = [LinkLost("gone", "e2"), None]
+
+    async def flaky() -> None:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    await resend_until_confirmed(flaky, "e2", 5.0)
+    assert outcomes == []
+
+    # Anything else (an exchange that does not exist, say) is an answer: raised at once, never sent again
+    calls = 0
+
+    async def missing() -> None:
+        nonlocal calls
+        calls += 1
+        raise PublishError("no exchange", "e3")
+
+    with pytest.raises(PublishError, match="no exchange"):
+        await resend_until_confirmed(missing, "e3", 5.0)
+    assert calls == 1
+    # deadline 0 sends once
+    sends.clear()
+    with pytest.raises(Nacked):
+        await resend_until_confirmed(nacked, "e1", 0)
+    assert len(sends) == 1
