@@ -207,3 +207,28 @@ async def test_deeply_nested_lines_and_data_are_clear_errors(configured, tmp_pat
         code, _, err = await warren("publish", "--config", str(path), "--type", "order.paid", "--data", data.decode())
         assert code == 2 and says in err and "Traceback" not in err, err
     assert await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink")) == []
+
+
+async def test_an_event_over_max_payload_is_reported_and_the_rest_published(make_config, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Given a file whose second event is over delivery.max_payload, between two that fit
+    config = make_config(
+        [{"name": "sink", "url": "http://127.0.0.1:9/hook", "events": ["order.*"]}], delivery={"max_payload": 2048}
+    )
+    await declare(config)
+    path = write_config(tmp_path, config)
+    lines = [
+        b'{"type": "order.paid", "data": {"n": 1}, "key": "k"}',
+        b'{"type": "order.paid", "data": {"n": 2, "pad": "' + b"x" * 4000 + b'"}, "key": "k"}',
+        b'{"type": "order.paid", "data": {"n": 3}, "key": "k"}',
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    # When they are published
+    code, out, err = await warren("publish", "--config", str(path), "--file", str(events))
+    # Then the big one is reported as not stored, saying why, and the others are published (it holds no place
+    # in its key's order, as it is never sent)
+    assert code == 1
+    assert "over the limit of 2048" in err
+    assert "published 2 event(s); 1 not stored" in out
+    messages = await drain(config.broker.url, names.work_queue(config.broker.prefix, "sink"))
+    assert [orjson.loads(m.body)["data"]["n"] for m in messages] == [1, 3]
