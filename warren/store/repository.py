@@ -159,7 +159,7 @@ class EndpointStore:
             tenant=tenant,
             url=endpoint.url,
             events=list(endpoint.events),
-            options=endpoint_options(endpoint),
+            options=endpoint_options(endpoint, self._sealer.seal if managed_by == API else None),
             managed_by=managed_by,
             created_at=now,
             updated_at=now,
@@ -192,7 +192,7 @@ class EndpointStore:
             row.tenant = tenant
             row.url = endpoint.url
             row.events = list(endpoint.events)
-            row.options = endpoint_options(endpoint)
+            row.options = endpoint_options(endpoint, self._sealer.seal)
             row.updated_at = self._clock()
             row.version += 1
             await session.flush()

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from warren.api.admin.header_schemas import HEADERS_DOC, PROXY_DOC, PROXY_PATTERN, SecretHeaderIn
 from warren.api.ingest.schemas import sendable
 from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
 from warren.topology.config_fields import TENANT_PATTERN
@@ -97,6 +98,8 @@ class _Options(_In):
     all_tenants: bool | None = Field(
         default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
     )
+    headers: dict[str, str | SecretHeaderIn] | None = Field(default=None, max_length=32, description=HEADERS_DOC)
+    proxy: str | None = Field(default=None, pattern=PROXY_PATTERN, description=PROXY_DOC)
 
 
 class EndpointIn(_Options):
