@@ -4,6 +4,7 @@ through it (tests/support/http_proxy.py), real receivers (http, and https throug
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -27,8 +28,9 @@ pytestmark = pytest.mark.timeout(60)
 
 
 async def test_deliveries_go_through_the_proxy_with_the_endpoints_headers(
-    endpoint_config: Any, receiver: Receiver, publish: Any
+    endpoint_config: Any, receiver: Receiver, publish: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     # Given a global proxy with credentials, and an endpoint that opts out of it with proxy = "direct"
     async with HttpProxy(credentials="warren:pr0xy-pass") as proxy:
         config = await endpoint_config(
@@ -54,6 +56,9 @@ async def test_deliveries_go_through_the_proxy_with_the_endpoints_headers(
     assert sorted(p.target for p in proxy.passed) == sorted(f"{receiver.url}/via" for _ in via)
     assert all(p.authorization == "Basic d2FycmVuOnByMHh5LXBhc3M=" and p.status == 200 for p in proxy.passed)
     assert {p.headers["webhook-id"] for p in proxy.passed} == ids
+    # And no log line of the worker holds the secret header's value or the proxy's password
+    logged = "\n".join(r.getMessage() + repr(r.args) for r in caplog.records)
+    assert "worker connected" in logged and "t0k" not in logged and "pr0xy-pass" not in logged
 
 
 async def test_a_proxy_that_is_down_fails_attempts_which_are_retried_not_lost(

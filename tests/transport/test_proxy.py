@@ -17,6 +17,7 @@ from tests.support.http_proxy import HttpProxy
 from tests.support.receiver import Receiver
 from tests.support.tls import self_signed
 from warren.topology.config import DeliverySettings, Endpoint
+from warren.topology.secrets import SIGNING_SECRETS, deferring
 from warren.transport.base import Delivery, Outcome, SendResult
 from warren.transport.egress import GuardedConnector
 from warren.transport.http import HttpTransport
@@ -180,3 +181,29 @@ async def test_a_target_name_that_cannot_be_resolved_for_the_guard_is_retried(pr
         await session.close()
     assert result.outcome is Outcome.RETRY and "cannot resolve nowhere.example.com" in (result.error or ""), result
     assert proxy.passed == []
+
+
+async def test_a_proxy_or_header_whose_env_variable_is_not_set_here_is_a_failed_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a process that loaded [delivery] proxy = "env:..." without the variable (warren api: its test sends)
+    monkeypatch.delenv("WARREN_TEST_NO_SUCH_PROXY", raising=False)
+    with deferring([SIGNING_SECRETS]):
+        delivery = DeliverySettings(allow_private_networks=True, proxy="env:WARREN_TEST_NO_SUCH_PROXY")
+    session, transport = HttpTransport.for_settings(delivery)
+    try:
+        result = await send(transport, endpoint("http://127.0.0.1:9/hook"))
+    finally:
+        await session.close()
+    # Then it says so as a failed attempt (retried), and sends nothing straight to the endpoint instead
+    assert result.outcome is Outcome.RETRY and "WARREN_TEST_NO_SUCH_PROXY" in (result.error or ""), result
+    # And so for a secret header's env:NAME
+    with deferring([SIGNING_SECRETS]):
+        unset = {"Authorization": {"value": "env:WARREN_TEST_NO_SUCH_PROXY", "secret": True}}
+        with_header = endpoint("http://127.0.0.1:9/hook", headers=unset)
+    session, transport = HttpTransport.for_settings(DeliverySettings(allow_private_networks=True))
+    try:
+        result = await send(transport, with_header)
+    finally:
+        await session.close()
+    assert result.outcome is Outcome.RETRY and "WARREN_TEST_NO_SUCH_PROXY" in (result.error or ""), result

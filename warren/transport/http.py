@@ -20,6 +20,7 @@ from aiohttp.resolver import DefaultResolver
 
 from warren.core.redact import redact_urls
 from warren.topology.config import DeliverySettings, Endpoint
+from warren.topology.secrets import SecretError
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
@@ -145,9 +146,10 @@ class HttpTransport:
     async def send(self, endpoint: Endpoint, delivery: Delivery) -> SendResult:
         try:
             proxy = self._proxies.for_endpoint(endpoint)
-        except UnknownProxy as exc:  # a live endpoint ahead of this worker's file: retried, not lost
-            return http_result(None, str(exc), 0.0)
-        headers = {**endpoint.headers.outgoing(), **webhook_headers(endpoint, delivery, int(self._clock()))}
+            extra = endpoint.headers.outgoing()
+        except (UnknownProxy, SecretError) as exc:  # a live endpoint ahead of this file, an unset env:NAME: retried
+            return http_result(None, f"not sent: {exc}", 0.0)
+        headers = {**extra, **webhook_headers(endpoint, delivery, int(self._clock()))}
         return await self.post(
             endpoint.url,
             delivery.body,
