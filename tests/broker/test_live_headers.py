@@ -76,3 +76,23 @@ async def test_a_live_endpoints_headers_reach_the_receiver_and_never_the_stream_
     [body] = await stream_bodies(config)
     assert SECRET_VALUE.encode() not in body
     assert set(orjson.loads(body)["config"]["headers"]["Authorization"]) == {"sealed", "secret"}
+
+
+@pytest.mark.timeout(30)
+async def test_a_live_change_of_headers_reaches_a_running_worker(make_config: Callable[..., WarrenConfig]) -> None:
+    config = make_config([])
+    await declare(config)
+    async with Receiver() as receiver, Worker(config, name="headers-change"):
+        first = live_endpoint(receiver, "chg")
+        await apply_endpoint(config, first)
+        await publish(config, ["a1"], "k")
+        await receiver.wait_for(lambda r: "a1" in r.ok_ids(), timeout=10)
+        # When only its secret header's value changes
+        changed = {"Authorization": {"value": "Bearer rotated", "secret": True}}
+        await apply_endpoint(config, Endpoint.model_validate({**first.model_dump(mode="json"), "headers": changed}))
+        await publish(config, ["a2"], "k")
+        await receiver.wait_for(lambda r: "a2" in r.ok_ids(), timeout=10)
+    # Then the next delivery carries the new value, and only the headers given
+    by_id = {r.event_id: r.headers for r in receiver.received}
+    assert by_id["a1"]["Authorization"] == SECRET_VALUE and by_id["a1"]["X-Team"] == "billing"
+    assert by_id["a2"]["Authorization"] == "Bearer rotated" and "X-Team" not in by_id["a2"]
