@@ -21,7 +21,7 @@ from warren.topology.secrets import SIGNING_SECRETS, deferring
 from warren.transport.base import Delivery, Outcome, SendResult
 from warren.transport.egress import GuardedConnector
 from warren.transport.http import HttpTransport
-from warren.transport.proxying import ProxyRoutes
+from warren.transport.proxying import CheckedNames, ProxyRoutes
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,14 +92,15 @@ async def test_an_https_endpoint_is_tunnelled_with_connect_and_the_guard_holds_w
         transport = HttpTransport(session, allow_private_networks=False, body_limit=100, proxies=routes, resolver=dns)
         try:
             result = await send(transport, endpoint("https://hooks.example.com/hook"))
+            again = await send(transport, endpoint("https://hooks.example.com/hook"))  # checked lately: not resolved
             # And a direct endpoint pointed at the proxy's own address is refused: it is allowed only as the proxy
             direct = await send(transport, endpoint(f"http://localhost:{proxy.port}/", proxy="direct"))
         finally:
             await session.close()
     # Then it went through a CONNECT tunnel, and the receiver got it over TLS
-    assert result.outcome is Outcome.DELIVERED, result
+    assert result.outcome is Outcome.DELIVERED and again.outcome is Outcome.DELIVERED, (result, again)
     assert [(p.method, p.target, p.status) for p in proxy.passed] == [("CONNECT", "hooks.example.com:443", 200)]
-    assert len(receiver.received) == 1 and dns.asked == ["hooks.example.com"]
+    assert len(receiver.received) == 2 and dns.asked == ["hooks.example.com"]
     assert direct.refused and direct.outcome is Outcome.DEAD, direct
 
 
@@ -119,16 +120,17 @@ async def test_a_private_target_is_refused_even_through_the_proxy(
     delivery = DeliverySettings(proxy=proxy.url)
     routes = ProxyRoutes(delivery)
     session = aiohttp.ClientSession(connector=GuardedConnector(allowed=routes.addresses))
-    transport = HttpTransport(
-        session, allow_private_networks=False, body_limit=100, proxies=routes, resolver=StandInDns(answers)
-    )
+    dns = StandInDns(answers)
+    transport = HttpTransport(session, allow_private_networks=False, body_limit=100, proxies=routes, resolver=dns)
     try:
-        result = await send(transport, endpoint(url))
+        results = [await send(transport, endpoint(url)) for _ in range(2)]
     finally:
         await session.close()
-    # Then it is refused before the proxy hears of it, dead-lettered with the reason (retrying cannot help)
-    assert result.refused and result.outcome is Outcome.DEAD and why in (result.error or ""), result
-    assert proxy.passed == []
+    # Then it is refused before the proxy hears of it, dead-lettered with the reason (retrying cannot help), and a
+    # refused name is asked again each time (only an allowed one is remembered)
+    for result in results:
+        assert result.refused and result.outcome is Outcome.DEAD and why in (result.error or ""), result
+    assert proxy.passed == [] and dns.asked == [host for host in answers for _ in range(2)]
 
 
 async def test_a_proxy_that_is_down_or_refuses_is_a_failed_attempt_retried(proxy: HttpProxy) -> None:
@@ -207,3 +209,16 @@ async def test_a_proxy_or_header_whose_env_variable_is_not_set_here_is_a_failed_
     finally:
         await session.close()
     assert result.outcome is Outcome.RETRY and "WARREN_TEST_NO_SUCH_PROXY" in (result.error or ""), result
+
+
+def test_names_checked_lately_are_remembered_for_the_ttl_only_and_in_bounds() -> None:
+    now = [100.0]
+    checked = CheckedNames(ttl=60.0, limit=2, clock=lambda: now[0])
+    checked.allowed("a.example.com")
+    assert checked.fresh("a.example.com") and not checked.fresh("b.example.com")
+    now[0] += 60.0
+    assert not checked.fresh("a.example.com")  # resolved and checked again after the ttl
+    checked.allowed("a.example.com")
+    checked.allowed("b.example.com")
+    checked.allowed("c.example.com")  # the limit reached: forgotten at once, never grown past it
+    assert [checked.fresh(h) for h in ("a.example.com", "b.example.com", "c.example.com")] == [False, False, True]

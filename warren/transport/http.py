@@ -24,7 +24,14 @@ from warren.topology.secrets import SecretError
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
-from warren.transport.proxying import ProxyRoutes, UnknownProxy, UnresolvedTarget, check_target, direct_to_proxy
+from warren.transport.proxying import (
+    CheckedNames,
+    ProxyRoutes,
+    UnknownProxy,
+    UnresolvedTarget,
+    check_target,
+    direct_to_proxy,
+)
 from warren.transport.signing import signature_header
 
 __all__ = ["KEPT_HEADERS", "HttpTransport", "http_result", "kept_headers", "new_session", "webhook_headers"]
@@ -131,6 +138,7 @@ class HttpTransport:
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
         self._proxies = proxies or ProxyRoutes()
         self._resolver = resolver or DefaultResolver()  # resolves a proxied endpoint's host for the guard
+        self._checked = CheckedNames()
 
     @classmethod
     def for_settings(cls, delivery: DeliverySettings, **kwargs: Any) -> tuple[aiohttp.ClientSession, HttpTransport]:
@@ -173,8 +181,8 @@ class HttpTransport:
         address is refused (it is allowed only as the proxy)."""
         check_url_literal(url)
         if proxy is not None:
-            await check_target(url, self._resolver)
-        elif direct_to_proxy(url, self._proxies.addresses):
+            await check_target(url, self._resolver, self._checked)
+        elif self._proxies.addresses and direct_to_proxy(url, self._proxies.addresses):
             raise ForbiddenAddress("the URL is an egress proxy's address, allowed only as the proxy")
 
     async def _excerpt(self, response: aiohttp.ClientResponse) -> str:

@@ -12,7 +12,8 @@ proxied requests: a direct POST to a proxy's address is refused like any other p
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 from aiohttp.abc import AbstractResolver
 from yarl import URL
@@ -24,7 +25,7 @@ from warren.topology.proxies import chosen_proxy, proxy_address
 from warren.topology.secrets import revealed
 from warren.transport.egress import ForbiddenAddress
 
-__all__ = ["ProxyRoutes", "UnknownProxy", "UnresolvedTarget", "check_target", "direct_to_proxy"]
+__all__ = ["CheckedNames", "ProxyRoutes", "UnknownProxy", "UnresolvedTarget", "check_target", "direct_to_proxy"]
 
 
 class UnknownProxy(LookupError):
@@ -55,14 +56,36 @@ class UnresolvedTarget(WarrenError):
     """A proxied endpoint's host could not be resolved for the guard: a failed attempt, retried."""
 
 
-async def check_target(url: str, resolver: AbstractResolver) -> None:
+class CheckedNames:
+    """Names found allowed, for ``ttl`` seconds: the DNS cache the connector keeps for direct POSTs (60 s), kept
+    for proxied ones, so that a busy endpoint is not resolved once per attempt. Refusals are never kept."""
+
+    def __init__(self, ttl: float = 60.0, limit: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._limit = limit
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def fresh(self, host: str) -> bool:
+        until = self._until.get(host)
+        return until is not None and self._clock() < until
+
+    def allowed(self, host: str) -> None:
+        if len(self._until) >= self._limit:
+            self._until.clear()
+        self._until[host] = self._clock() + self._ttl
+
+
+async def check_target(url: str, resolver: AbstractResolver, checked: CheckedNames | None = None) -> None:
     """Refuse ``url`` (ForbiddenAddress) when its host is, or resolves to, any forbidden address; UnresolvedTarget
-    when the name cannot be resolved."""
+    when the name cannot be resolved. A name in ``checked`` (allowed lately) is not resolved again."""
     host = connect_host(url)
     if looks_like_ip(host):
         reason = forbidden_reason(host)
         if reason:
             raise ForbiddenAddress(reason)
+        return
+    if checked is not None and checked.fresh(host):
         return
     try:
         answers = await resolver.resolve(host, 0, family=socket.AF_UNSPEC)
@@ -71,6 +94,8 @@ async def check_target(url: str, resolver: AbstractResolver) -> None:
     reasons = sorted({r for r in (forbidden_reason(a["host"]) for a in answers) if r})
     if reasons:
         raise ForbiddenAddress(f"{host} resolves to a forbidden address (via proxy): {'; '.join(reasons)}")
+    if checked is not None:
+        checked.allowed(host)
 
 
 def direct_to_proxy(url: str, addresses: Iterable[tuple[str, int]]) -> bool:
