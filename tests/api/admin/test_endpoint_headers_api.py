@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.api.admin.conftest import AdminServer
+from tests.api.admin.test_tenant_keys import new_key
 from tests.support.http_proxy import HttpProxy
 from tests.support.receiver import Receiver
 from warren.api.admin.app import SERVICE
@@ -111,3 +112,21 @@ async def test_a_file_endpoints_secret_header_stays_in_the_file(start_admin: Sta
     assert options["headers"] == {"X-Team": "billing", "Authorization": {"secret": True}}
     read = await admin.call("GET", "/v1/endpoints/from-file")
     assert read.body["options"]["headers"] == SHOWN
+
+
+async def test_a_tenants_key_sets_headers_but_not_the_egress_proxy(start_admin: Start) -> None:
+    # Given a tenant's key (the portal's, a customer's backend)
+    admin = await start_admin(delivery={"proxies": {"eu": "http://10.0.0.1:3128"}})
+    key = (await new_key(admin, "acme"))["key"]
+    # Then it creates and changes its endpoint's headers, and the views it reads hide the secret value
+    created = await admin.call("POST", "/v1/endpoints", spec("acme-1", headers=HEADERS), token=key)
+    assert created.status == 201 and created.body["options"]["headers"] == SHOWN, created.body
+    # But picking, or turning off, the deployment's egress proxy is the operator's: 403 for a tenant's key
+    for method, path, body in [
+        ("POST", "/v1/endpoints", spec("acme-2", proxy="eu")),
+        ("PATCH", "/v1/endpoints/acme-1", {"proxy": "direct"}),
+    ]:
+        refused = await admin.call(method, path, body, token=key)
+        assert (refused.status, refused.body["error"]) == (403, "forbidden"), refused.body
+        assert "egress proxy" in refused.body["message"]
+    assert (await admin.call("PATCH", "/v1/endpoints/acme-1", {"proxy": "eu"})).status == 200  # an admin token may

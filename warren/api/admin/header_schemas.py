@@ -15,7 +15,7 @@ HEADERS_DOC = (
 )
 PROXY_DOC = (
     "The name of one of the deployment's egress proxies ([delivery.proxies]), or 'direct' for none. Left out: "
-    "[delivery] proxy, when one is set."
+    "[delivery] proxy, when one is set. Admin tokens only: 403 for a tenant's key."
 )
 PROXY_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 
