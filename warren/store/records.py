@@ -115,8 +115,10 @@ def to_endpoint(
         "url": stored.url,
         "events": list(stored.events),
         "secret": SigningSecrets(tuple(WebhookSecret(s.text, s.expires_at) for s in secrets)),
-        **(stored.options if open_ is None else opened_json(stored.options, open_)),
+        **stored.options,
     }
+    if open_ is not None:  # the sealed secret header values, opened
+        data.update(opened_json(stored.options, open_))
     if "tenant" in Endpoint.model_fields:  # the tenant field arrives with the tenants work (issue 15 item 2)
         data["tenant"] = stored.tenant
     return Endpoint.model_validate(data)

@@ -99,13 +99,13 @@ class Endpoint(_Frozen):
     retry_statuses: tuple[int, ...] = Field(
         default=(), description="extra 4xx statuses to retry instead of dead-lettering (e.g. 404, 409)"
     )
+    headers: HeadersField = Field(default=EndpointHeaders(), description="sent with every POST (endpoint_headers.py)")
+    proxy: ProxyChoice | None = Field(default=None, description="a [delivery.proxies] name or 'direct'; unset: proxy")
     # Endpoint health (docs/health.md): the circuit breaker, and limits that hold across the whole fleet.
     circuit: CircuitSettings = CircuitSettings()
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="concurrent requests, fleet-wide")
     rate_limit: float | None = Field(default=None, gt=0, description="requests per second, fleet-wide")
     burst: int | None = Field(default=None, ge=1, description="requests above the rate at once (default: 1 s worth)")
-    headers: HeadersField = Field(default=EndpointHeaders(), description="sent with every POST (endpoint_headers.py)")
-    proxy: ProxyChoice | None = Field(default=None, description="a [delivery.proxies] name or 'direct'; unset: proxy")
 
     @field_validator("name")
     @classmethod

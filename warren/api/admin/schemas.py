@@ -92,14 +92,14 @@ class _Options(_In):
     timeout: Seconds | None = None
     connect_timeout: Seconds | None = None
     retry_statuses: list[RetryStatus] | None = Field(default=None, max_length=100)
+    headers: dict[str, str | SecretHeaderIn] | None = Field(default=None, max_length=32, description=HEADERS_DOC)
+    proxy: str | None = Field(default=None, pattern=PROXY_PATTERN, description=PROXY_DOC)
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="Concurrent requests, fleet-wide.")
     rate_limit: float | None = Field(default=None, gt=0, le=1e6, description="Requests per second, fleet-wide.")
     burst: int | None = Field(default=None, ge=1, le=1_000_000, description="With rate_limit.")
     all_tenants: bool | None = Field(
         default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
     )
-    headers: dict[str, str | SecretHeaderIn] | None = Field(default=None, max_length=32, description=HEADERS_DOC)
-    proxy: str | None = Field(default=None, pattern=PROXY_PATTERN, description=PROXY_DOC)
 
 
 class EndpointIn(_Options):
