@@ -36,6 +36,7 @@ __all__ = [
     "hidden_json",
     "opened_json",
     "parse_header_line",
+    "resealed_json",
     "sealed_json",
 ]
 
@@ -211,6 +212,22 @@ def opened_json(config: Mapping[str, Any], open_: Callable[[str], str]) -> dict[
         return {"value": open_(token), "secret": True} if isinstance(token, str) else entry
 
     return _rewritten(config, change)
+
+
+def resealed_json(config: Mapping[str, Any], reseal: Callable[[str], str]) -> tuple[dict[str, Any], int]:
+    """``sealed_json``'s result with each sealed value sealed again by ``reseal`` (a store key rotation), and how
+    many were."""
+    count = 0
+
+    def change(entry: dict[str, Any]) -> dict[str, Any]:
+        nonlocal count
+        token = entry.get(SEALED)
+        if not isinstance(token, str):
+            return entry
+        count += 1
+        return {SEALED: reseal(token), "secret": True}
+
+    return _rewritten(config, change), count
 
 
 def hidden_json(config: Mapping[str, Any], placeholder: str = HIDDEN) -> dict[str, Any]:
