@@ -189,3 +189,33 @@ async def test_endpoints_of_a_new_tenant_created_or_moved_at_once_are_all_stored
     assert [r for r in moved if isinstance(r, BaseException)] == []
     assert len(await store.list_endpoints(tenant="otherco")) == 8
     assert await store.tenants() == ["newco", "otherco"]
+
+
+async def test_secret_header_values_are_sealed_and_rekeyed_with_the_signing_secrets(
+    store: EndpointStore, store_url: str
+) -> None:
+    # Given an endpoint with a secret header, stored with the old key
+    secret = new_signing_secret()
+    headers = {"X-Team": "ops", "Authorization": {"value": "Bearer rek3y-me", "secret": True}}
+    await store.create(endpoint("acme-orders", secret, headers=headers), tenant="acme", secret=secret)
+    # When the key rotates and everything is re-sealed: the signing secret and the header value
+    new_key = Fernet.generate_key().decode()
+    rotated = await EndpointStore.open(StoreSettings(url=store_url, keys=(new_key, STORE_KEY)))
+    try:
+        assert await rotated.rekey() == 2
+    finally:
+        await rotated.close()
+    # Then the new key alone opens the header value, and the old key alone no longer does
+    only_new = await EndpointStore.open(StoreSettings(url=store_url, keys=(new_key,)))
+    only_old = await EndpointStore.open(StoreSettings(url=store_url, keys=(STORE_KEY,)))
+    try:
+        stored = await only_new.get("acme-orders")
+        assert stored is not None and "rek3y" not in str(stored.options)
+        signing = await only_new.signing_secrets("acme-orders")
+        served = to_endpoint(stored, signing, only_new.sealer.open)
+        assert served.headers.outgoing() == {"X-Team": "ops", "Authorization": "Bearer rek3y-me"}
+        with pytest.raises(StoreKeyError, match=r"opens with none of store\.keys"):
+            to_endpoint(stored, signing, only_old.sealer.open)
+    finally:
+        await only_new.close()
+        await only_old.close()

@@ -51,8 +51,9 @@ def always(status: int = 200, delay: float = 0.0, headers: dict[str, str] | None
 class Receiver:
     """``async with Receiver() as r: r.url`` — records into ``r.received``; ``r.behaviour`` picks the reply."""
 
-    def __init__(self, behaviour: Behaviour | None = None) -> None:
+    def __init__(self, behaviour: Behaviour | None = None, *, ssl_context: Any = None) -> None:
         self.behaviour: Behaviour = behaviour or always(200)
+        self.ssl_context = ssl_context  # serve https (tests/support/tls.py) instead of http
         self.received: list[Received] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -62,7 +63,7 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"{'https' if self.ssl_context else 'http'}://127.0.0.1:{self.port}/hook"
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -87,7 +88,7 @@ class Receiver:
         app.router.add_route("POST", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=self.ssl_context)
         await site.start()
         server = site._server
         assert server is not None

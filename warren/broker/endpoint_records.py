@@ -32,6 +32,7 @@ from warren.core.errors import WarrenError
 from warren.core.strict_records import Number, Text, Whole, read, shown
 from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
+from warren.topology.endpoint_headers import hidden_json, opened_json, sealed_json
 from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
 
 __all__ = [
@@ -81,6 +82,7 @@ class EndpointRecord:
     @classmethod
     def applying(cls, endpoint: Endpoint, by: str, sealer: Sealer) -> EndpointRecord:
         config = endpoint.model_dump(mode="json", exclude_defaults=True)
+        config = sealed_json(config, sealer.seal)  # secret header values, like the signing secrets
         config["secret"] = [sealer.seal(text) for text in config["secret"]]
         expires = tuple(secret.expires_at for secret in endpoint.secret)
         return cls(endpoint.name, APPLY, next_version(), by, config, secret_expires=expires)
@@ -108,6 +110,7 @@ class EndpointRecord:
             )
         try:
             opened = [sealer.open(token) if isinstance(token, str) else "" for token in config.get("secret", [])]
+            config = opened_json(config, sealer.open)
         except StoreKeyError:
             raise SecretsUnavailable(
                 f"endpoint {self.endpoint!r}: its signing secrets open with none of [store] keys (a wrong key, or "
@@ -125,7 +128,7 @@ class EndpointRecord:
         config = self._config()
         references = tuple(t for t in config.get("secret", []) if isinstance(t, str)) if self.sealed else ("unsealed",)
         placeholder = UnresolvedSecrets(references or ("none",), f"the secrets of {self.endpoint!r} were not opened")
-        return self._validated({**config, "secret": placeholder})
+        return self._validated({**hidden_json(config, "sealed"), "secret": placeholder})
 
     def _config(self) -> dict[str, Any]:
         if self.config is None:

@@ -28,8 +28,9 @@ from warren.broker.live_set import announced_endpoints, managed_by, with_live_en
 from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
 from warren.core.errors import WarrenError
-from warren.core.redact import redact_url
+from warren.core.redact import HIDDEN, redact_url
 from warren.topology.config import WarrenConfig
+from warren.topology.endpoint_headers import hidden_json
 
 __all__ = ["register"]
 
@@ -177,6 +178,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
             "burst": endpoint.burst,
         },
         "circuit_settings": endpoint.circuit.model_dump(),
+        **hidden_json(endpoint.model_dump(mode="json", include={"headers", "proxy"})),  # secret values as ***
     }
     if as_json:
         typer.echo(json.dumps(data, indent=2))
@@ -184,6 +186,10 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
     state, reason, since = summary(view, now)
     say(f"[bold]{escape(name)}[/] · {escape(redact_url(endpoint.url))}")
     say(f"  home      {endpoint.home}")
+    for header in endpoint.headers:
+        say(f"  header    {escape(header.name)}: {HIDDEN if header.secret else escape(header.text())}")
+    if endpoint.proxy or settings.delivery.proxy:
+        say(f"  proxy     {escape(endpoint.proxy or 'default ([delivery] proxy)')}")
     say(f"  state     {state}" + (f" since {iso(since)} ({_ago(since, now)})" if since else ""))
     if reason:
         say(f"  reason    {escape(reason)}")

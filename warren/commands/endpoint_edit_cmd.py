@@ -45,6 +45,20 @@ ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", min=1, m
 TimeoutOption = Annotated[str | None, typer.Option("--timeout", help="Request timeout, e.g. 10s.")]
 RateOption = Annotated[float | None, typer.Option("--rate-limit", help="Requests per second, fleet-wide.")]
 InFlightOption = Annotated[int | None, typer.Option("--max-in-flight", help="Concurrent requests, fleet-wide.")]
+HeaderOption = Annotated[
+    list[str] | None,
+    typer.Option("--header", "-H", help="'Name: value' sent with every POST (repeat for more; update: replaces all)."),
+]
+SecretHeaderOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret-header",
+        help="'Name: value' kept secret: sealed in the store, shown as ***; the value may be env:NAME (repeat).",
+    ),
+]
+ProxyOption = Annotated[
+    str | None, typer.Option("--proxy", help="A proxy of [delivery.proxies] by name, or 'direct' for none.")
+]
 
 
 def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Awaitable[T]]) -> T:
@@ -62,6 +76,25 @@ def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Aw
 
 def _options(**given: Any) -> dict[str, Any]:
     return {key: value for key, value in given.items() if value is not None}
+
+
+def _headers(plain: list[str] | None, secret: list[str] | None) -> dict[str, Any] | None:
+    """``--header`` and ``--secret-header`` as the endpoint's ``headers`` table; None when neither is given."""
+    if not plain and not secret:
+        return None
+    from warren.topology.endpoint_headers import parse_header_line
+
+    table: dict[str, Any] = {}
+    try:
+        for line in plain or ():
+            name, value = parse_header_line(line)
+            table[name] = value
+        for line in secret or ():
+            name, value = parse_header_line(line)
+            table[name] = {"value": value, "secret": True}
+    except ValueError as exc:
+        fail(f"--header: {exc}", EXIT_USAGE)
+    return table
 
 
 def delivered(result: Any) -> bool:
@@ -87,6 +120,9 @@ def create(
     timeout: TimeoutOption = None,
     rate_limit: RateOption = None,
     max_in_flight: InFlightOption = None,
+    header: HeaderOption = None,
+    secret_header: SecretHeaderOption = None,
+    proxy: ProxyOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -95,6 +131,7 @@ def create(
     data = _options(
         name=name, url=url, events=events, secret=secret, home=home, ordering=ordering, partitions=partitions,
         concurrency=concurrency, timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
+        headers=_headers(header, secret_header), proxy=proxy,
     )  # fmt: skip
     stored, text = _with_service(settings, lambda service: service.create(data, tenant=tenant))
     if as_json:
@@ -120,6 +157,10 @@ def update(
     timeout: TimeoutOption = None,
     rate_limit: RateOption = None,
     max_in_flight: InFlightOption = None,
+    header: HeaderOption = None,
+    secret_header: SecretHeaderOption = None,
+    no_headers: Annotated[bool, typer.Option("--no-headers", help="Send no headers of its own any more.")] = False,
+    proxy: ProxyOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -129,8 +170,13 @@ def update(
         fail("--tenant and --no-tenant exclude each other", EXIT_USAGE)
     changes = _options(
         url=url, events=events, home=home, ordering=ordering, partitions=partitions, concurrency=concurrency,
-        timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
+        timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight, proxy=proxy,
+        headers=_headers(header, secret_header),
     )  # fmt: skip
+    if no_headers:
+        if "headers" in changes:
+            fail("--no-headers and --header exclude each other", EXIT_USAGE)
+        changes["headers"] = None
     new_tenant: str | bool | None = None if no_tenant else (tenant if tenant is not None else False)
     if not changes and new_tenant is False:
         listing = command_line("endpoint", "update", "--help")

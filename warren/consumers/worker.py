@@ -32,7 +32,7 @@ from warren.serving.server import stop_on_signals
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import consumed_queues, delay_levels
 from warren.transport.base import Transport
-from warren.transport.http import HttpTransport, new_session
+from warren.transport.http import HttpTransport
 
 __all__ = ["Worker"]
 
@@ -125,12 +125,7 @@ class Worker:
         delivery = self.config.delivery
         transport = self.transport
         if transport is None:
-            self.session = new_session(delivery.allow_private_networks, delivery.user_agent)
-            transport = HttpTransport(
-                self.session,
-                allow_private_networks=delivery.allow_private_networks,
-                body_limit=delivery.response_body_limit,
-            )
+            self.session, transport = HttpTransport.for_settings(delivery)
         self._transport = transport
         for endpoint in [*self.endpoints, *(self.lane_endpoints if self.lanes else ())]:
             runner = self._runner(endpoint)

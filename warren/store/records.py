@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from warren.topology.config import Endpoint
+from warren.topology.endpoint_headers import hidden_json, opened_json, sealed_json
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 
 __all__ = [
@@ -90,21 +91,25 @@ class StoredEndpoint:
             "url": self.url,
             "events": list(self.events),
             "home": self.home,
-            "options": self.options,
+            "options": hidden_json(self.options),  # a secret header's value as ***
             "managed_by": self.managed_by,
             "version": self.version,
         }
 
 
-def endpoint_options(endpoint: Endpoint) -> dict[str, Any]:
-    """The fields of ``endpoint`` the store keeps in ``options``: those set explicitly, as JSON values."""
+def endpoint_options(endpoint: Endpoint, seal: Callable[[str], str] | None = None) -> dict[str, Any]:
+    """The fields of ``endpoint`` the store keeps in ``options``: those set explicitly, as JSON values, each
+    secret header value sealed by ``seal`` (the store's keys), or left out without it (a file endpoint's)."""
     data: dict[str, Any] = endpoint.model_dump(mode="json", exclude_unset=True, exclude=set(_COLUMNS))
-    return data
+    return sealed_json(data, seal)
 
 
-def to_endpoint(stored: StoredEndpoint, secrets: Sequence[RevealedSecret]) -> Endpoint:
+def to_endpoint(
+    stored: StoredEndpoint, secrets: Sequence[RevealedSecret], open_: Callable[[str], str] | None = None
+) -> Endpoint:
     """The Endpoint a worker serves: the stored fields and the secrets that still sign (newest first), each
-    rotated-out one with its end, so that the worker stops signing with it then."""
+    rotated-out one with its end, so that the worker stops signing with it then; ``open_`` opens the sealed
+    secret header values."""
     data: dict[str, Any] = {
         "name": stored.name,
         "url": stored.url,
@@ -112,6 +117,8 @@ def to_endpoint(stored: StoredEndpoint, secrets: Sequence[RevealedSecret]) -> En
         "secret": SigningSecrets(tuple(WebhookSecret(s.text, s.expires_at) for s in secrets)),
         **stored.options,
     }
+    if open_ is not None:  # the sealed secret header values, opened
+        data.update(opened_json(stored.options, open_))
     if "tenant" in Endpoint.model_fields:  # the tenant field arrives with the tenants work (issue 15 item 2)
         data["tenant"] = stored.tenant
     return Endpoint.model_validate(data)

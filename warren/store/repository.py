@@ -29,6 +29,7 @@ from warren.store.records import (
 from warren.store.tables import EndpointRow, SecretRow, TenantRow
 from warren.store.tenants import ensure_tenant
 from warren.topology.config import Endpoint, StoreSettings
+from warren.topology.endpoint_headers import resealed_json
 
 __all__ = ["EndpointStore", "NameTaken", "Reconciled"]
 
@@ -159,7 +160,7 @@ class EndpointStore:
             tenant=tenant,
             url=endpoint.url,
             events=list(endpoint.events),
-            options=endpoint_options(endpoint),
+            options=endpoint_options(endpoint, self._sealer.seal if managed_by == API else None),
             managed_by=managed_by,
             created_at=now,
             updated_at=now,
@@ -192,7 +193,7 @@ class EndpointStore:
             row.tenant = tenant
             row.url = endpoint.url
             row.events = list(endpoint.events)
-            row.options = endpoint_options(endpoint)
+            row.options = endpoint_options(endpoint, self._sealer.seal)
             row.updated_at = self._clock()
             row.version += 1
             await session.flush()
@@ -254,12 +255,19 @@ class EndpointStore:
             return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def rekey(self) -> int:
-        """Seal every secret again with the first of ``store.keys`` (after a key rotation); how many."""
+        """Seal every secret again with the first of ``store.keys`` (after a key rotation): the signing secrets
+        and the secret header values; how many."""
         async with self._session() as session, session.begin():
             rows = list(await session.scalars(select(SecretRow)))
             for row in rows:
                 row.sealed = self._sealer.reseal(row.sealed)
-            return len(rows)
+            headers = 0
+            for endpoint in await session.scalars(select(EndpointRow).where(EndpointRow.managed_by == API)):
+                options, count = resealed_json(endpoint.options, self._sealer.reseal)
+                if count:
+                    endpoint.options = options
+                    headers += count
+            return len(rows) + headers
 
     async def reconcile_file(self, endpoints: Sequence[Endpoint]) -> Reconciled:
         """Make the file-managed endpoints exactly the file's: add, update, remove; API endpoints are left alone.

@@ -29,8 +29,10 @@ from warren.topology.config_fields import (
     Tenant,
     _Frozen,
 )
+from warren.topology.endpoint_headers import EndpointHeaders, HeadersField
 from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.inbound_config import InboundSource, InboxSettings, ReceiverSettings
+from warren.topology.proxies import ProxyChoice, proxy_problem
 from warren.topology.secrets import API_TOKENS, INBOUND_SECRETS, SIGNING_SECRETS, deferring
 from warren.topology.settings import (
     ApiSettings,
@@ -97,6 +99,8 @@ class Endpoint(_Frozen):
     retry_statuses: tuple[int, ...] = Field(
         default=(), description="extra 4xx statuses to retry instead of dead-lettering (e.g. 404, 409)"
     )
+    headers: HeadersField = Field(default=EndpointHeaders(), description="sent with every POST (endpoint_headers.py)")
+    proxy: ProxyChoice | None = Field(default=None, description="a [delivery.proxies] name or 'direct'; unset: proxy")
     # Endpoint health (docs/health.md): the circuit breaker, and limits that hold across the whole fleet.
     circuit: CircuitSettings = CircuitSettings()
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="concurrent requests, fleet-wide")
@@ -242,6 +246,13 @@ class WarrenConfig(BaseSettings):
                     f"endpoint(s) {', '.join(on_lanes)} have home = 'lane' but lanes are off: set [lanes] count "
                     "(e.g. 16)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _known_proxies(self) -> WarrenConfig:
+        for endpoint in self.endpoints:
+            if problem := proxy_problem(endpoint.proxy, self.delivery.proxies):
+                raise ValueError(f"endpoint {endpoint.name!r}: {problem}")
         return self
 
     @model_validator(mode="after")

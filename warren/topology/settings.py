@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, Field, PlainSerializer, SecretStr, create_
 from pydantic.fields import FieldInfo
 
 from warren.topology.config_fields import Duration, EventPattern, PositiveDuration, _Frozen, _guessable
+from warren.topology.proxies import DIRECT, PROXY_NAME, ProxyUrl
 from warren.topology.secrets import API_TOKENS, UnresolvedText, resolve_or_defer, revealed
 
 
@@ -174,6 +175,17 @@ class DeliverySettings(_Frozen):
     max_handbacks: int = Field(
         default=1000, ge=1, description="times a message may be handed back to its queue before it is dead-lettered"
     )
+    # Egress proxies (warren/topology/proxies.py): literal or 'env:NAME', hidden like secrets.
+    proxy: ProxyUrl | None = Field(default=None, repr=False, description="every endpoint's POSTs go through it")
+    proxies: dict[str, ProxyUrl] = Field(default={}, repr=False, description="named proxies (endpoint proxy = NAME)")
+
+    @field_validator("proxies")
+    @classmethod
+    def _proxy_names(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name in value:
+            if name == DIRECT or not PROXY_NAME.fullmatch(name):
+                raise ValueError(f"{name!r}: a proxy's name is a token (lowercase, digits, '-', '_'), not {DIRECT!r}")
+        return value
 
 
 def _resolve_token(value: object) -> object:

@@ -73,9 +73,17 @@ class GuardedConnector(aiohttp.TCPConnector):
     private method: tests/transport/test_egress.py fails if a new aiohttp stops calling it.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, allowed: frozenset[tuple[str, int]] = frozenset(), **kwargs: Any) -> None:
         kwargs.setdefault("resolver", GuardedResolver())
         super().__init__(*args, **kwargs)
+        self._allowed = allowed  # (host, port) of the configured egress proxies: allowed explicitly
 
     async def _resolve_host(self, host: str, port: int, traces: Any = None) -> list[ResolveResult]:
+        if (host, port) in self._allowed:  # a configured proxy: its answers unfiltered, whatever they are
+            return await self._resolver_for_proxy.resolve(host, port, family=self._family)
         return _allowed(host, await super()._resolve_host(host, port, traces=traces))
+
+    @property
+    def _resolver_for_proxy(self) -> AbstractResolver:
+        resolver = self._resolver
+        return resolver._inner if isinstance(resolver, GuardedResolver) else resolver

@@ -12,14 +12,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
+from aiohttp.resolver import DefaultResolver
 
 from warren.core.redact import redact_urls
-from warren.topology.config import Endpoint
+from warren.topology.config import DeliverySettings, Endpoint
+from warren.topology.secrets import SecretError
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
+from warren.transport.proxying import (
+    CheckedNames,
+    ProxyRoutes,
+    UnknownProxy,
+    UnresolvedTarget,
+    check_target,
+    direct_to_proxy,
+)
 from warren.transport.signing import signature_header
 
 __all__ = ["KEPT_HEADERS", "HttpTransport", "http_result", "kept_headers", "new_session", "webhook_headers"]
@@ -27,12 +39,21 @@ __all__ = ["KEPT_HEADERS", "HttpTransport", "http_result", "kept_headers", "new_
 # The response headers an attempt's record keeps beside the body's start, and how much of each value.
 KEPT_HEADERS = ("content-type", "retry-after")
 HEADER_CHARS = 200
+PROXY_AUTH_REQUIRED = 407  # a forwarding proxy's refusal arrives as the answer: a failed attempt, not the sink's 4xx
+PROXY_REFUSED = "the proxy refused the request: HTTP 407 (Proxy Authentication Required)"
 
 
-def new_session(allow_private_networks: bool, user_agent: str) -> aiohttp.ClientSession:
-    """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it)."""
-    connector_type = aiohttp.TCPConnector if allow_private_networks else GuardedConnector
-    connector = connector_type(limit=0, limit_per_host=0, keepalive_timeout=30, ttl_dns_cache=60)
+def new_session(
+    allow_private_networks: bool, user_agent: str, *, proxies: frozenset[tuple[str, int]] = frozenset()
+) -> aiohttp.ClientSession:
+    """The one shared session: keep-alive, no global connection cap (each endpoint's concurrency bounds it).
+
+    ``proxies``: the (host, port) of the configured egress proxies, which the guard lets through."""
+    options: dict[str, Any] = {"limit": 0, "limit_per_host": 0, "keepalive_timeout": 30, "ttl_dns_cache": 60}
+    if allow_private_networks:
+        connector: aiohttp.TCPConnector = aiohttp.TCPConnector(**options)
+    else:
+        connector = GuardedConnector(allowed=proxies, **options)
     # Responses are read only for the attempt log, so ask for them uncompressed. Setting the header (rather
     # than skip_auto_headers) keeps aiohttp on its fast path for every request.
     return aiohttp.ClientSession(
@@ -107,15 +128,36 @@ class HttpTransport:
         allow_private_networks: bool,
         body_limit: int,
         clock: Callable[[], float] = time.time,
+        proxies: ProxyRoutes | None = None,
+        resolver: AbstractResolver | None = None,
     ) -> None:
         self._session = session
         self._allow_private = allow_private_networks
         self._body_limit = body_limit
         self._clock = clock  # the wall clock of the webhook-timestamp header
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+        self._proxies = proxies or ProxyRoutes()
+        self._resolver = resolver or DefaultResolver()  # resolves a proxied endpoint's host for the guard
+        self._checked = CheckedNames()
+
+    @classmethod
+    def for_settings(cls, delivery: DeliverySettings, **kwargs: Any) -> tuple[aiohttp.ClientSession, HttpTransport]:
+        """A session and the transport over it, as ``[delivery]`` configures them (guard, proxies, limits)."""
+        proxies = ProxyRoutes(delivery)
+        private = delivery.allow_private_networks
+        session = new_session(private, delivery.user_agent, proxies=proxies.addresses)
+        transport = cls(
+            session, allow_private_networks=private, body_limit=delivery.response_body_limit, proxies=proxies, **kwargs
+        )
+        return session, transport
 
     async def send(self, endpoint: Endpoint, delivery: Delivery) -> SendResult:
-        headers = webhook_headers(endpoint, delivery, int(self._clock()))
+        try:
+            proxy = self._proxies.for_endpoint(endpoint)
+            extra = endpoint.headers.outgoing()
+        except (UnknownProxy, SecretError) as exc:  # a live endpoint ahead of this file, an unset env:NAME: retried
+            return http_result(None, f"not sent: {exc}", 0.0)
+        headers = {**extra, **webhook_headers(endpoint, delivery, int(self._clock()))}
         return await self.post(
             endpoint.url,
             delivery.body,
@@ -123,6 +165,7 @@ class HttpTransport:
             timeout=endpoint.timeout,
             connect_timeout=endpoint.connect_timeout,
             retry_statuses=frozenset(endpoint.retry_statuses),
+            proxy=proxy,
         )
 
     def _timeout(self, timeout: float, connect_timeout: float) -> aiohttp.ClientTimeout:
@@ -131,6 +174,16 @@ class HttpTransport:
             client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
             self._timeouts[(timeout, connect_timeout)] = client_timeout
         return client_timeout
+
+    async def _guard(self, url: str, proxy: str | None) -> None:
+        """The private-address checks made before the request: the literal, and through a proxy every address
+        the endpoint's host resolves to (the proxy, not Warren, connects to it); a direct POST to a proxy's own
+        address is refused (it is allowed only as the proxy)."""
+        check_url_literal(url)
+        if proxy is not None:
+            await check_target(url, self._resolver, self._checked)
+        elif self._proxies.addresses and direct_to_proxy(url, self._proxies.addresses):
+            raise ForbiddenAddress("the URL is an egress proxy's address, allowed only as the proxy")
 
     async def _excerpt(self, response: aiohttp.ClientResponse) -> str:
         """The start of the answer's body, at most ``body_limit`` bytes, as text.
@@ -156,19 +209,24 @@ class HttpTransport:
         timeout: float,
         connect_timeout: float,
         retry_statuses: frozenset[int] = frozenset(),
+        proxy: str | None = None,
     ) -> SendResult:
-        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read."""
+        """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read; through ``proxy``
+        (a URL, credentials included) when one is given."""
         started = time.monotonic()
         try:
             if not self._allow_private:
-                check_url_literal(url)
+                await self._guard(url, proxy)
             async with self._session.post(
                 url,
                 data=body,
                 headers=headers,
                 allow_redirects=False,
                 timeout=self._timeout(timeout, connect_timeout),
+                proxy=proxy,
             ) as response:
+                if proxy is not None and response.status == PROXY_AUTH_REQUIRED:  # the proxy's answer, not the sink's
+                    return http_result(None, PROXY_REFUSED, time.monotonic() - started)
                 return http_result(
                     response.status,
                     None,
@@ -180,9 +238,13 @@ class HttpTransport:
                 )
         except ForbiddenAddress as exc:
             return _refused(f"refused: {exc}", time.monotonic() - started)
+        except UnresolvedTarget as exc:
+            return http_result(None, f"connection failed: {exc}", time.monotonic() - started)
         except aiohttp.InvalidURL as exc:
             # e.g. "http://127.1/": yarl refuses non-canonical IPv4 forms. Retrying cannot help either.
             return _refused(f"refused: invalid URL {exc}", time.monotonic() - started)
+        except aiohttp.ClientProxyConnectionError as exc:  # the proxy is down: a failed attempt, retried
+            return http_result(None, f"proxy connection failed: {exc.os_error or exc}", time.monotonic() - started)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ForbiddenAddress):
                 return _refused(f"refused: {exc.os_error}", time.monotonic() - started)

@@ -109,6 +109,8 @@ async def _create(request: web.Request) -> web.Response:
     service, caller = await access(request)
     body = await read_body(request, EndpointIn)
     data = body.model_dump(exclude_none=True, exclude={"tenant"})
+    if "proxy" in data:  # the egress path is the operator's: a tenant's key neither picks nor bypasses a proxy
+        caller.forbid_unless_admin("choosing an endpoint's egress proxy")
     stored, secret = await service.create(data, tenant=caller.tenant_given(body.tenant))
     state = (await service.states([stored.name]))[stored.name]
     return as_json(EndpointCreated(**_out(stored, state), secret=secret), 201)
@@ -128,6 +130,8 @@ async def _update(request: web.Request) -> web.Response:
     tenant: str | bool | None = body.tenant if "tenant" in body.model_fields_set else False
     if caller.tenant is not None and tenant not in (False, caller.tenant):
         caller.forbid_unless_admin("moving an endpoint to another tenant")
+    if "proxy" in changes:
+        caller.forbid_unless_admin("choosing an endpoint's egress proxy")
     stored = await service.update(_name(request), changes, tenant=tenant)
     state = (await service.states([stored.name]))[stored.name]
     return as_json(EndpointOut(**_out(stored, state)))

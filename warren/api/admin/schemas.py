@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
+from warren.api.admin.header_schemas import HEADERS_DOC, PROXY_DOC, PROXY_PATTERN, SecretHeaderIn
 from warren.api.ingest.schemas import sendable
 from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
 from warren.topology.config_fields import TENANT_PATTERN
@@ -91,6 +92,8 @@ class _Options(_In):
     timeout: Seconds | None = None
     connect_timeout: Seconds | None = None
     retry_statuses: list[RetryStatus] | None = Field(default=None, max_length=100)
+    headers: dict[str, str | SecretHeaderIn] | None = Field(default=None, max_length=32, description=HEADERS_DOC)
+    proxy: str | None = Field(default=None, pattern=PROXY_PATTERN, description=PROXY_DOC)
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="Concurrent requests, fleet-wide.")
     rate_limit: float | None = Field(default=None, gt=0, le=1e6, description="Requests per second, fleet-wide.")
     burst: int | None = Field(default=None, ge=1, le=1_000_000, description="With rate_limit.")

@@ -16,7 +16,7 @@ import aiohttp
 from warren.broker.events import Event, envelope_bytes
 from warren.topology.config import DeliverySettings, Endpoint
 from warren.transport.base import Delivery, Outcome, SendResult
-from warren.transport.http import HttpTransport, new_session
+from warren.transport.http import HttpTransport
 
 __all__ = ["TestResult", "TestSender", "delivered"]
 
@@ -39,23 +39,19 @@ class TestSender:
     def __init__(self, settings: DeliverySettings) -> None:
         self.settings = settings
         self._session: aiohttp.ClientSession | None = None
+        self._transport: HttpTransport | None = None
 
     async def send(self, endpoint: Endpoint, event_type: str = "warren.test", data: Any = None) -> TestResult:
         """Raises EventError (409 at the API) for data nested deeper than orjson writes."""
         event = Event(type=event_type, data=TEST_MESSAGE if data is None else data)
         body = envelope_bytes(event)
-        settings = self.settings
-        if self._session is None:
-            self._session = new_session(settings.allow_private_networks, settings.user_agent)
-        transport = HttpTransport(
-            self._session,
-            allow_private_networks=settings.allow_private_networks,
-            body_limit=settings.response_body_limit,
-        )
+        if self._transport is None:
+            self._session, self._transport = HttpTransport.for_settings(self.settings)
+        transport = self._transport
         delivery = Delivery(event.id, event.type, body, 0, int(time.time() * 1000), None, ())
         return TestResult(event.id, await transport.send(endpoint, delivery))
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
-            self._session = None
+            self._session = self._transport = None

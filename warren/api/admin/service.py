@@ -43,6 +43,7 @@ from warren.store.records import (
 from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.proxies import proxy_problem
 from warren.topology.secrets import SigningSecrets, WebhookSecret
 from warren.topology.topics import topic_matches
 
@@ -192,6 +193,8 @@ class EndpointService:
             endpoint = Endpoint.model_validate(data)
         except ValidationError as exc:
             raise replace(invalid(validation_problems(exc)), code=INVALID_ENDPOINT) from None
+        if problem := proxy_problem(endpoint.proxy, self.config.delivery.proxies):
+            raise ApiError(422, INVALID_ENDPOINT, problem)
         if not self.config.delivery.allow_private_networks:
             problem = url_host_problem(endpoint.url)
             if problem:
@@ -221,7 +224,7 @@ class EndpointService:
                     409, FILE_MANAGED, f"endpoint {stored.name!r} is no longer in the file: run `warren setup`"
                 ) from None
         secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(stored.name))
-        return to_endpoint(stored, secrets)
+        return to_endpoint(stored, secrets, self.store.sealer.open)
 
     async def with_stored_endpoints(self) -> WarrenConfig:
         """The configuration with the store's API endpoints beside the file's (for the CLI's list, show, pause)."""
