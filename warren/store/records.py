@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from warren.topology.config import Endpoint
-from warren.topology.secrets import SigningSecrets, WebhookSecret
+from warren.topology.secrets import SigningSecrets
+from warren.topology.signing_keys import signing_secret
 
 __all__ = [
     "API",
@@ -109,7 +110,7 @@ def to_endpoint(stored: StoredEndpoint, secrets: Sequence[RevealedSecret]) -> En
         "name": stored.name,
         "url": stored.url,
         "events": list(stored.events),
-        "secret": SigningSecrets(tuple(WebhookSecret(s.text, s.expires_at) for s in secrets)),
+        "secret": SigningSecrets(tuple(signing_secret(s.text, s.expires_at) for s in secrets)),
         **stored.options,
     }
     if "tenant" in Endpoint.model_fields:  # the tenant field arrives with the tenants work (issue 15 item 2)
