@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from warren.topology.config import Endpoint
 from warren.topology.secrets import SigningSecrets
-from warren.topology.signing_keys import signing_secret
+from warren.topology.signing_keys import ED25519, HMAC, Scheme, signing_secret
 
 __all__ = [
     "API",
@@ -42,11 +42,17 @@ def new_signing_secret() -> str:
 
 @dataclass(frozen=True)
 class StoredSecret:
-    """A secret's metadata (never its text): since when it signs and, once rotated out, until when."""
+    """A secret's metadata (never its text): since when it signs and, once rotated out, until when; an Ed25519
+    key's public key (``whpk_``, no secret)."""
 
     id: int
     created_at: float
     expires_at: float | None
+    public_key: str | None = None
+
+    @property
+    def scheme(self) -> Scheme:
+        return ED25519 if self.public_key is not None else HMAC
 
 
 @dataclass(frozen=True)
