@@ -128,3 +128,12 @@ async def test_a_file_endpoints_public_keys_come_from_the_file(start_admin: Star
     assert keys.body["keys"] == [
         {"public_key": Ed25519Secret(key).public_key(), "created_at": None, "expires_at": None}
     ]
+
+
+async def test_a_rotation_without_a_kind_rotates_the_only_scheme_an_endpoint_has(start_admin: Start) -> None:
+    # (the portal's "Rotate the secret" sends no kind: an Ed25519-only endpoint must not start signing with HMAC)
+    admin = await start_admin()
+    await admin.call("POST", "/v1/endpoints", spec("ed", signing=["ed25519"]))
+    rotated = await admin.call("POST", "/v1/endpoints/ed/rotate-secret", {"grace": 60})
+    assert rotated.status == 200 and rotated.body["secret_key"].startswith("whsk_")
+    assert [scheme_of(k) for k in admin.applier.applied[-1].secret] == ["ed25519", "ed25519"]

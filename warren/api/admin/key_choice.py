@@ -53,11 +53,12 @@ def keys_to_make(data: dict[str, Any]) -> list[str]:
     return sorted(texts, key=lambda t: SCHEMES.index(_scheme(t)))
 
 
-def new_key(secret: str | None, kind: Scheme | None) -> str:
-    """A rotation's new key: ``secret`` when given (of ``kind`` when that is given too), else a new one of ``kind``
-    (HMAC by default)."""
+def new_key(secret: str | None, kind: Scheme | None, current: Iterable[WebhookSecret] = ()) -> str:
+    """A rotation's new key: ``secret`` when given (of ``kind`` when that is given too), else a new one of ``kind``;
+    without a kind, HMAC, unless the endpoint holds Ed25519 keys only (then its Ed25519 key rotates)."""
     if secret is None:
-        return _made(kind or HMAC)
+        held = {scheme_of(k) for k in current}
+        return _made(kind or (ED25519 if held == {ED25519} else HMAC))
     if kind is not None and _scheme(secret) != kind:
         raise ApiError(422, INVALID_KEY, f"secret is not a {kind} key ({'whsk_' if kind == ED25519 else 'whsec_'}...)")
     _scheme(secret)

@@ -305,8 +305,8 @@ class EndpointService:
             stored = await self.get(name)
             if stored.file_managed:
                 raise _file_managed(name)
-            text = new_key(secret, kind)
             current = await self.served(stored)
+            text = new_key(secret, kind, current.secret)
             keep = self.config.store.secret_grace if grace is None else grace
             now = time.time()
             # Workers sign with the new secret and every current one from the apply on, each current one until
