@@ -44,7 +44,7 @@ from warren.topology.settings import (
     StoreSettings,
     WorkerSettings,
 )
-from warren.topology.signing_keys import Scheme, check_signing
+from warren.topology.signing_keys import Signing, check_signing
 from warren.topology.unknown_keys import key_hint, section_keys
 
 __all__ = [
@@ -103,9 +103,7 @@ class Endpoint(_Frozen):
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="concurrent requests, fleet-wide")
     rate_limit: float | None = Field(default=None, gt=0, description="requests per second, fleet-wide")
     burst: int | None = Field(default=None, ge=1, description="requests above the rate at once (default: 1 s worth)")
-    signing: tuple[Scheme, ...] | None = Field(
-        default=None, description="schemes that sign: 'hmac' (v1), 'ed25519' (v1a); default: each it holds a key for"
-    )
+    signing: Signing = None  # the schemes that sign (warren/topology/signing_keys.py); None: each it has a key for
 
     @field_validator("name")
     @classmethod

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Annotated, Literal
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from pydantic import Field
 
 from warren.topology.secrets import PREFIX, SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
 
@@ -31,6 +32,7 @@ __all__ = [
     "Ed25519Secret",
     "PublicKey",
     "Scheme",
+    "Signing",
     "check_signing",
     "new_ed25519_secret",
     "scheme_of",
@@ -42,6 +44,10 @@ __all__ = [
 SECRET_KEY_PREFIX = "whsk_"
 PUBLIC_PREFIX = "whpk_"
 Scheme = Literal["hmac", "ed25519"]
+Signing = Annotated[
+    tuple[Scheme, ...] | None,
+    Field(description="schemes that sign: 'hmac' (v1), 'ed25519' (v1a); default: each it holds a key for"),
+]  # an endpoint's ``signing``
 HMAC: Scheme = "hmac"  # v1: HMAC-SHA256 with a whsec_ secret
 ED25519: Scheme = "ed25519"  # v1a: Ed25519 with a whsk_ secret key, verified with its whpk_ public key
 SCHEMES: tuple[Scheme, ...] = (HMAC, ED25519)

@@ -3,13 +3,17 @@ key), the fields of an answer that made a key, and the public keys route. Split 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["MadeKeys", "PublicKeyInfo", "PublicKeys", "SecretInfo", "Signing"]
+__all__ = ["MadeKeys", "PublicKeyInfo", "PublicKeys", "SecretInfo", "Signing", "SigningList"]
 
 Signing = Literal["hmac", "ed25519"]
+SigningList = Annotated[
+    list[Signing] | None,
+    Field(min_length=1, max_length=2, description="Schemes that sign; a create makes a key for each."),
+]
 
 
 class SecretInfo(BaseModel):

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
-from warren.api.admin.key_schemas import MadeKeys, SecretInfo, Signing
+from warren.api.admin.key_schemas import MadeKeys, SecretInfo, Signing, SigningList
 from warren.api.ingest.schemas import sendable
 from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
 from warren.topology.config_fields import TENANT_PATTERN
@@ -98,9 +98,7 @@ class _Options(_In):
     all_tenants: bool | None = Field(
         default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
     )
-    signing: list[Signing] | None = Field(
-        default=None, min_length=1, max_length=2, description="Schemes that sign; a create makes a key for each."
-    )
+    signing: SigningList = None
 
 
 class EndpointIn(_Options):
