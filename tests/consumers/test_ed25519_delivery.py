@@ -5,6 +5,7 @@ answers 401 when it does not verify (so a bad signature would show as a failed d
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -30,19 +31,24 @@ def verifying_receiver(public: bytes) -> Receiver:
     return Receiver(reply)
 
 
+async def delivered_all(make_config, publish, receiver: Receiver, endpoints: list[dict[str, Any]], count: int) -> None:
+    """Each endpoint (a path under the receiver) gets ``count`` events through a worker; every one verified."""
+    config = make_config([{"url": receiver.url + "/" + e["name"], "events": ["#"], **e} for e in endpoints])
+    await declare(config)
+    events = [Event(type="order.paid", data={"n": i}) for i in range(count)]
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.received) >= count * len(endpoints), 20)
+    assert sorted(r.status for r in receiver.received) == [200] * count * len(endpoints)
+    assert receiver.ok_ids() == {e.id for e in events}
+
+
 async def test_an_ed25519_endpoint_signs_v1a_only_and_each_request_verifies_with_its_public_key(
     make_config, publish
 ) -> None:
     key = new_ed25519_secret()
     async with verifying_receiver(public_bytes(key)) as receiver:
-        config = make_config([{"name": "ed", "url": receiver.url, "events": ["#"], "secret": key}])
-        await declare(config)
-        events = [Event(type="order.paid", data={"n": i}) for i in range(20)]
-        async with Worker(config):
-            await publish(config, events)
-            await receiver.wait_for(lambda r: len(r.received) >= 20, 20)
-        assert sorted(r.status for r in receiver.received) == [200] * 20
-        assert receiver.ok_ids() == {e.id for e in events}
+        await delivered_all(make_config, publish, receiver, [{"name": "ed", "secret": key}], 20)
         for request in receiver.received:
             (signature,) = request.headers["webhook-signature"].split(" ")
             assert signature.startswith("v1a,")
@@ -56,24 +62,11 @@ async def test_during_a_migration_each_request_carries_v1_and_v1a_and_either_rec
 ) -> None:
     key = new_ed25519_secret()
     async with verifying_receiver(public_bytes(key)) as receiver:
-        config = make_config(
-            [
-                {"name": "both", "url": receiver.url + "/both", "events": ["#"], "secret": [TEST_SECRET, key]},
-                {
-                    "name": "moved",
-                    "url": receiver.url + "/moved",
-                    "events": ["#"],
-                    "secret": [TEST_SECRET, key],
-                    "signing": ["ed25519"],
-                },
-            ]
-        )
-        await declare(config)
-        events = [Event(type="order.paid", data={"n": i}) for i in range(10)]
-        async with Worker(config):
-            await publish(config, events)
-            await receiver.wait_for(lambda r: len(r.received) >= 20, 20)
-        assert sorted(r.status for r in receiver.received) == [200] * 20
+        endpoints = [
+            {"name": "both", "secret": [TEST_SECRET, key]},
+            {"name": "moved", "secret": [TEST_SECRET, key], "signing": ["ed25519"]},
+        ]
+        await delivered_all(make_config, publish, receiver, endpoints, 10)
         hmac_receiver = Webhook(TEST_SECRET)  # a receiver that knows v1 only (standardwebhooks 1.1)
         for request in receiver.received:
             if request.path.endswith("/both"):

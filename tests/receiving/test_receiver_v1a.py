@@ -7,7 +7,6 @@ import base64
 import time
 from collections.abc import AsyncIterator, Callable
 
-import aio_pika
 import nacl.signing
 import orjson
 import pytest
@@ -15,6 +14,7 @@ from aio_pika.abc import AbstractRobustConnection
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.receiving.test_receiver import connection
 from tests.support.declare import declare_plan
 from warren.receiving.receiver import build_receiver_app
 from warren.topology import names
@@ -27,13 +27,7 @@ KEY = nacl.signing.SigningKey.generate()
 OTHER = nacl.signing.SigningKey.generate()
 PUBLIC = "whpk_" + base64.b64encode(bytes(KEY.verify_key)).decode()
 Client = TestClient[web.Request, web.Application]
-
-
-@pytest.fixture
-async def connection(amqp_url: str) -> AsyncIterator[AbstractRobustConnection]:
-    conn = await aio_pika.connect_robust(amqp_url)
-    yield conn
-    await conn.close()
+__all__ = ["connection"]  # the fixture of test_receiver.py: a robust connection to the test's broker
 
 
 @pytest.fixture
