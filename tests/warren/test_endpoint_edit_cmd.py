@@ -144,3 +144,27 @@ async def test_test_data_nested_too_deeply_is_one_clear_line(config_file: Path, 
         result = await cli("endpoint", "test", "acme", "--data", data.decode(), *c)
         assert (result.exit_code, isinstance(result.exception, SystemExit)) == (code, True), result.exception
         assert says in result.output, result.output
+
+
+async def test_ed25519_keys_from_the_command_line(config_file: Path, applier: StandInApplier) -> None:
+    c = ("--config", str(config_file))
+    # When an endpoint is created to sign with Ed25519 alone
+    created = await cli("endpoint", "create", "ed", "--url", "http://127.0.0.1:9/e", "-e", "#", "--signing", "ed25519",
+                        *c)  # fmt: skip
+    assert created.exit_code == 0, created.output
+    # Then its secret key is printed this once with its public key, and `public-keys` prints the public key
+    secret_key = created.output.split("secret key  ")[1].split()[0]
+    public = created.output.split("public key  ")[1].split()[0]
+    assert secret_key.startswith("whsk_") and public.startswith("whpk_")
+    assert [k.reveal() for k in applier.applied[-1].secret] == [secret_key]
+    listed = await cli("endpoint", "public-keys", "ed", *c)
+    assert listed.exit_code == 0 and listed.output.strip() == public
+    assert (await cli("endpoint", "secret", "ed", *c)).output.strip() == ""  # never the secret key again
+    # And a rotation of its key keeps the old one signing through the grace period
+    rotated = await cli("endpoint", "rotate-secret", "ed", "--kind", "ed25519", "--grace", "1h", *c, "--json")
+    assert rotated.exit_code == 0, rotated.output
+    new_public = json.loads(rotated.output)["public_key"]
+    both = await cli("endpoint", "public-keys", "ed", *c, "--json")
+    assert [k["public_key"] for k in json.loads(both.output)] == [new_public, public]
+    bad = await cli("endpoint", "rotate-secret", "ed", "--kind", "rsa", *c)
+    assert bad.exit_code == 2 and "--kind" in bad.output

@@ -33,7 +33,8 @@ from warren.core.strict_records import Number, Text, Whole, read, shown
 from warren.store.keys import Sealer, StoreKeyError
 from warren.topology.config import Endpoint
 from warren.topology.endpoint_headers import hidden_json, opened_json, sealed_json
-from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets, WebhookSecret
+from warren.topology.secrets import SecretError, SigningSecrets, UnresolvedSecrets
+from warren.topology.signing_keys import signing_secret
 
 __all__ = [
     "APPLY",
@@ -118,7 +119,7 @@ class EndpointRecord:
             ) from None
         try:
             ends = [*self.secret_expires, *[None] * (len(opened) - len(self.secret_expires))]
-            secrets = SigningSecrets(tuple(WebhookSecret(text, end) for text, end in zip(opened, ends, strict=False)))
+            secrets = SigningSecrets(tuple(signing_secret(text, end) for text, end in zip(opened, ends, strict=False)))
         except SecretError as exc:
             raise ValueError(f"endpoint {self.endpoint!r}: {exc}") from None
         return self._validated({**config, "secret": secrets})

@@ -1,4 +1,5 @@
-"""``warren endpoint create|update|delete|rotate-secret|secret|test``: endpoints as live data, in the store.
+"""``warren endpoint create|update|delete|rotate-secret|secret|public-keys|test``: endpoints as live data, in the
+store.
 
 The same operations as the admin API (warren/broker/admin/service.py), run from the command line: each one is
 applied to RabbitMQ and to every running worker, then stored. Needs ``[store] url`` and the store's key.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
 from rich.markup import escape
@@ -19,6 +20,7 @@ from warren.topology.durations import parse_duration
 
 if TYPE_CHECKING:  # the store's libraries load when a command runs, not with the CLI
     from warren.api.admin.service import EndpointService
+    from warren.topology.signing_keys import Scheme
 
 __all__ = ["register"]
 
@@ -58,6 +60,10 @@ SecretHeaderOption = Annotated[
 ]
 ProxyOption = Annotated[
     str | None, typer.Option("--proxy", help="A proxy of [delivery.proxies] by name, or 'direct' for none.")
+]
+SigningOption = Annotated[
+    list[str] | None,
+    typer.Option("--signing", help="'hmac' (v1) or 'ed25519' (v1a): a scheme that signs (repeat for both)."),
 ]
 
 
@@ -112,7 +118,10 @@ def create(
     url: Annotated[str, typer.Option("--url", help="Where events are POSTed (http:// or https://).")],
     events: Annotated[list[str], typer.Option("--event", "-e", help="Event-type pattern (repeat for more).")],
     tenant: TenantOption = None,
-    secret: Annotated[str | None, typer.Option("--secret", help="A whsec_ secret (default: a new one).")] = None,
+    secret: Annotated[
+        str | None, typer.Option("--secret", help="A whsec_ secret or whsk_ key (default: new ones, per --signing).")
+    ] = None,
+    signing: SigningOption = None,
     home: HomeOption = None,
     ordering: OrderingOption = None,
     partitions: PartitionsOption = None,
@@ -129,19 +138,20 @@ def create(
     """Create an endpoint: stored, declared on RabbitMQ and served by every worker; prints its secret once."""
     settings = load(config)
     data = _options(
-        name=name, url=url, events=events, secret=secret, home=home, ordering=ordering, partitions=partitions,
-        concurrency=concurrency, timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
-        headers=_headers(header, secret_header), proxy=proxy,
+        name=name, url=url, events=events, secret=secret, signing=signing, home=home, ordering=ordering,
+        partitions=partitions, concurrency=concurrency, timeout=timeout, rate_limit=rate_limit,
+        max_in_flight=max_in_flight, headers=_headers(header, secret_header), proxy=proxy,
     )  # fmt: skip
-    stored, text = _with_service(settings, lambda service: service.create(data, tenant=tenant))
+    stored, texts = _with_service(settings, lambda service: service.create(data, tenant=tenant))
+    from warren.api.admin.key_choice import shown_keys
+
+    keys = shown_keys(texts)
     if as_json:
-        typer.echo(json.dumps({**stored.fields(), "secret": text}, indent=2))
+        typer.echo(json.dumps({**stored.fields(), **keys}, indent=2))
         return
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
     _say(f"{escape(stored.name)}: created{owner} (home {stored.home}), applied to RabbitMQ and the workers")
-    _say(f"  secret  {text}")
-    again = escape(command_line("endpoint", "secret", stored.name, config=config))
-    _say(f"  [dim](shown once; `{again}` reveals it again)[/]")
+    _show_keys(keys, command_line("endpoint", "secret", stored.name, config=config))
 
 
 def update(
@@ -212,24 +222,36 @@ def rotate_secret(
     grace: Annotated[
         str | None, typer.Option("--grace", help="How long the old secret keeps signing (default: store.secret_grace).")
     ] = None,
-    secret: Annotated[str | None, typer.Option("--secret", help="The new whsec_ secret (default: a new one).")] = None,
+    secret: Annotated[
+        str | None, typer.Option("--secret", help="The new whsec_ secret or whsk_ key (default: a new one).")
+    ] = None,
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="'ed25519': a new Ed25519 key (default: hmac); its scheme's keys rotate."),
+    ] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Give an endpoint a new signing secret; the old one keeps signing beside it for the grace period."""
+    """Give an endpoint a new signing secret; the old one of its scheme keeps signing beside it for the grace period."""
     settings = load(config)
     try:
         seconds = None if grace is None else parse_duration(grace)
     except ValueError as exc:
         fail(f"--grace: {exc}", EXIT_USAGE)
-    stored, text = _with_service(settings, lambda service: service.rotate(name, secret=secret, grace=seconds))
+    if kind not in (None, "hmac", "ed25519"):
+        fail("--kind is 'hmac' or 'ed25519'", EXIT_USAGE)
+    scheme = cast("Scheme | None", kind)  # checked just above
+    rotated = _with_service(settings, lambda service: service.rotate(name, secret=secret, grace=seconds, kind=scheme))
+    from warren.api.admin.key_choice import shown_keys
+
+    stored, keys = rotated[0], shown_keys([rotated[1]])
     if as_json:
         expiring = [s.expires_at for s in stored.secrets if s.expires_at is not None]
-        typer.echo(json.dumps({"name": name, "secret": text, "previous_expire_at": expiring}, indent=2))
+        typer.echo(json.dumps({"name": name, **keys, "previous_expire_at": expiring}, indent=2))
         return
-    _say(f"{escape(name)}: new secret, signing from now on")
-    _say(f"  secret  {text}")
-    if len(stored.secrets) > 1:
+    _say(f"{escape(name)}: new {'Ed25519 key' if keys['public_key'] else 'secret'}, signing from now on")
+    _show_keys(keys, command_line("endpoint", "secret", name, config=config))
+    if any(s.expires_at is not None for s in stored.secrets):
         _say("  [dim]the previous secret keeps signing beside it until its grace period ends[/]")
 
 
@@ -242,6 +264,30 @@ def reveal(name: NameArgument, config: ConfigOption = None, as_json: JsonOption 
         return
     for secret in secrets:
         _say(secret.text + ("" if secret.expires_at is None else "  (rotated out, signs until its grace period ends)"))
+
+
+def _show_keys(keys: dict[str, str | None], reveal: str) -> None:
+    """Keys just made: an HMAC secret (revealed again by ``reveal``), an Ed25519 key shown this once only."""
+    if keys["secret"] != keys["secret_key"]:
+        _say(f"  secret      {keys['secret']}")
+        _say(f"  [dim](shown once; `{escape(reveal)}` reveals it again)[/]")
+    if keys["secret_key"]:
+        _say(f"  secret key  {keys['secret_key']}")
+        _say("  [dim](the Ed25519 secret key: shown this once, never again; it is sealed in the store)[/]")
+        _say(f"  public key  {keys['public_key']}  [dim](give it to the receiver: it verifies v1a signatures)[/]")
+
+
+def public_keys(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Print an endpoint's Ed25519 public keys (whpk_), which verify its v1a signatures: safe to publish."""
+    settings = load(config)
+    keys = _with_service(settings, lambda service: service.public_keys(name))
+    if as_json:
+        typer.echo(json.dumps([{"public_key": k.public_key, "expires_at": k.expires_at} for k in keys], indent=2))
+        return
+    if not keys:
+        _say(f"{escape(name)}: no Ed25519 key (it signs with HMAC only)")
+    for key in keys:
+        _say(f"{key.public_key}" + ("" if key.expires_at is None else "  (rotated out, signs until its grace ends)"))
 
 
 def test(
@@ -274,4 +320,5 @@ def register(endpoint_app: typer.Typer) -> None:
     endpoint_app.command("delete")(delete)
     endpoint_app.command("rotate-secret")(rotate_secret)
     endpoint_app.command("secret")(reveal)
+    endpoint_app.command("public-keys")(public_keys)
     endpoint_app.command("test")(test)

@@ -2,16 +2,18 @@
 
 What it accepts, following the specification:
 
-- ``webhook-signature`` holds one or more space-separated ``v1,<base64>`` signatures; entries of other
-  versions (``v1a`` is the asymmetric scheme) or malformed ones are skipped, not fatal, because a sender may
-  add schemes this receiver does not know.
-- Several secrets may be configured during a key rotation: the request is genuine when any signature matches
-  any secret.
+- ``webhook-signature`` holds one or more space-separated signatures: ``v1,<base64>`` (HMAC-SHA256, checked
+  with ``whsec_`` secrets) and ``v1a,<base64>`` (Ed25519, checked with ``whpk_`` public keys); entries of other
+  versions or malformed ones are skipped, not fatal, because a sender may add schemes this receiver does not know.
+- Several secrets or public keys may be configured during a key rotation or a migration from HMAC to Ed25519:
+  the request is genuine when any signature matches any of them (a ``v1`` one a secret, a ``v1a`` one a key).
 - ``webhook-timestamp`` (integer seconds) must lie within ``tolerance`` of now, both ways, which bounds how
   long a captured request can be replayed.
 
-Every comparison goes through ``hmac.compare_digest``, and every candidate is compared even after a match,
-so the time taken does not reveal which signature or secret matched.
+Every HMAC comparison goes through ``hmac.compare_digest``, and every candidate is compared even after a match,
+so the time taken does not reveal which signature or secret matched. Ed25519 is checked by `cryptography`
+(OpenSSL) with the public key, which is no secret; at most ``MAX_V1A`` ``v1a`` entries are checked, so that a
+header full of them costs a bounded amount of work.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from warren.core.digits import ascii_int
 from warren.receiving.errors import VerificationError
 from warren.receiving.headers import header
 from warren.topology.secrets import WebhookSecret
-from warren.transport.signing import SIGNATURE_VERSION, signed_content
+from warren.topology.signing_keys import Ed25519Secret, PublicKey
+from warren.transport.signing import ASYMMETRIC_VERSION, SIGNATURE_VERSION, signed_content
 
 __all__ = [
     "DEFAULT_TOLERANCE",
     "ID_HEADER",
+    "MAX_V1A",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "parse_signatures",
@@ -42,14 +46,16 @@ ID_HEADER = "webhook-id"
 TIMESTAMP_HEADER = "webhook-timestamp"
 SIGNATURE_HEADER = "webhook-signature"
 DEFAULT_TOLERANCE = 300.0  # seconds; the specification's suggestion (5 minutes)
+MAX_V1A = 16  # v1a signatures checked per request (a sender signs with one key, two during a rotation)
 
 
-def parse_signatures(value: str) -> list[bytes]:
-    """The decoded ``v1`` signatures of a ``webhook-signature`` value; other or broken entries are dropped."""
+def parse_signatures(value: str, version: str = SIGNATURE_VERSION) -> list[bytes]:
+    """The decoded signatures of one ``version`` (``v1`` unless told) of a ``webhook-signature`` value; other or
+    broken entries are dropped."""
     found: list[bytes] = []
     for entry in value.split(" "):
-        version, sep, encoded = entry.partition(",")
-        if not sep or version != SIGNATURE_VERSION:
+        entry_version, sep, encoded = entry.partition(",")
+        if not sep or entry_version != version:
             continue
         try:
             found.append(base64.b64decode(encoded, validate=True))
@@ -95,12 +101,17 @@ def verify_standard_webhook(
     assert msg_id is not None and timestamp_text is not None and signature_text is not None
     _timestamp(timestamp_text, tolerance, time.time() if now is None else now)
     candidates = parse_signatures(signature_text)
-    if not candidates:
-        raise VerificationError("no_v1_signature", f"{SIGNATURE_HEADER} holds no well-formed v1 signature")
+    asymmetric = parse_signatures(signature_text, ASYMMETRIC_VERSION)[:MAX_V1A]
+    if not candidates and not asymmetric:
+        raise VerificationError("no_v1_signature", f"{SIGNATURE_HEADER} holds no well-formed v1 or v1a signature")
     # The signer signed the header's text, so sign that text, not a re-formatted integer.
     content = signed_content(msg_id, timestamp_text.strip(" \t"), body)
     matched = False
     for secret in secrets:
+        if isinstance(secret, PublicKey | Ed25519Secret):
+            for signature in asymmetric:
+                matched |= secret.verify(signature, content)
+            continue
         expected = hmac.new(secret.key, content, hashlib.sha256).digest()
         for candidate in candidates:
             # No early exit: the loop's duration must not tell which secret or signature matched.

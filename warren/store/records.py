@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from warren.topology.config import Endpoint
 from warren.topology.endpoint_headers import hidden_json, opened_json, sealed_json
-from warren.topology.secrets import SigningSecrets, WebhookSecret
+from warren.topology.secrets import SigningSecrets
+from warren.topology.signing_keys import ED25519, HMAC, Scheme, signing_secret
 
 __all__ = [
     "API",
@@ -42,11 +43,17 @@ def new_signing_secret() -> str:
 
 @dataclass(frozen=True)
 class StoredSecret:
-    """A secret's metadata (never its text): since when it signs and, once rotated out, until when."""
+    """A secret's metadata (never its text): since when it signs and, once rotated out, until when; an Ed25519
+    key's public key (``whpk_``, no secret)."""
 
     id: int
     created_at: float
     expires_at: float | None
+    public_key: str | None = None
+
+    @property
+    def scheme(self) -> Scheme:
+        return ED25519 if self.public_key is not None else HMAC
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,7 @@ def to_endpoint(
         "name": stored.name,
         "url": stored.url,
         "events": list(stored.events),
-        "secret": SigningSecrets(tuple(WebhookSecret(s.text, s.expires_at) for s in secrets)),
+        "secret": SigningSecrets(tuple(signing_secret(s.text, s.expires_at) for s in secrets)),
         **stored.options,
     }
     if open_ is not None:  # the sealed secret header values, opened

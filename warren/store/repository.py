@@ -30,6 +30,7 @@ from warren.store.tables import EndpointRow, SecretRow, TenantRow
 from warren.store.tenants import ensure_tenant
 from warren.topology.config import Endpoint, StoreSettings
 from warren.topology.endpoint_headers import resealed_json
+from warren.topology.signing_keys import Ed25519Secret, signing_secret
 
 __all__ = ["EndpointStore", "NameTaken", "Reconciled"]
 
@@ -59,7 +60,7 @@ def _stored(row: EndpointRow, secrets: Sequence[SecretRow] = ()) -> StoredEndpoi
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,
-        secrets=tuple(StoredSecret(s.id, s.created_at, s.expires_at) for s in secrets),
+        secrets=tuple(StoredSecret(s.id, s.created_at, s.expires_at, s.public_key) for s in secrets),
     )
 
 
@@ -151,9 +152,10 @@ class EndpointStore:
             return list(await session.scalars(select(TenantRow.name).order_by(TenantRow.name)))
 
     async def create(
-        self, endpoint: Endpoint, *, tenant: str | None, secret: str | None, managed_by: str = API
+        self, endpoint: Endpoint, *, tenant: str | None, secret: str | Sequence[str] | None, managed_by: str = API
     ) -> StoredEndpoint:
-        """Store a new endpoint (``secret`` sealed; None for a file-managed one, whose secret stays in the file)."""
+        """Store a new endpoint (``secret`` sealed: one, or an HMAC secret and an Ed25519 key; None for a
+        file-managed one, whose secret stays in the file)."""
         now = self._clock()
         row = EndpointRow(
             name=endpoint.name,
@@ -173,15 +175,19 @@ class EndpointStore:
                     raise NameTaken(f"endpoint {endpoint.name!r} exists already")
                 session.add(row)
                 await session.flush()
-                secrets = []
-                if secret is not None:
-                    secret_row = SecretRow(endpoint=endpoint.name, sealed=self._sealer.seal(secret), created_at=now)
-                    session.add(secret_row)
-                    secrets.append(secret_row)
+                texts = [secret] if isinstance(secret, str) else list(secret or ())
+                secrets = [self._secret_row(endpoint.name, text, now) for text in reversed(texts)]  # newest first
+                session.add_all(secrets)
                 await session.flush()
-                return _stored(row, secrets)
+                return _stored(row, secrets[::-1])
         except IntegrityError:
             raise NameTaken(f"endpoint {endpoint.name!r} exists already") from None
+
+    def _secret_row(self, name: str, text: str, now: float) -> SecretRow:
+        """``text`` sealed, with its public key when it is an Ed25519 key (the key's text is checked here too)."""
+        key = signing_secret(text)
+        public = key.public_key() if isinstance(key, Ed25519Secret) else None
+        return SecretRow(endpoint=name, sealed=self._sealer.seal(text), created_at=now, public_key=public)
 
     async def update(self, endpoint: Endpoint, *, tenant: str | None) -> StoredEndpoint | None:
         """Replace the stored fields of ``endpoint.name`` (its secrets stay); None when there is no such endpoint."""
@@ -217,7 +223,8 @@ class EndpointStore:
         ]
 
     async def rotate(self, name: str, secret: str, *, grace: float, now: float | None = None) -> StoredEndpoint | None:
-        """``secret`` becomes the endpoint's newest; the ones before it keep signing for ``grace`` seconds more.
+        """``secret`` becomes the endpoint's newest of its scheme; the ones of that scheme before it keep signing for
+        ``grace`` seconds more (an HMAC rotation leaves the Ed25519 keys as they are, and the other way round).
 
         A secret already due to expire keeps its earlier expiry. ``now`` is the rotation's moment (the clock's by
         default): the ends the workers were told. None when there is no such endpoint.
@@ -227,13 +234,17 @@ class EndpointStore:
             row = await session.get(EndpointRow, name)
             if row is None:
                 return None
+            new = self._secret_row(name, secret, now)
+            same_scheme = (
+                SecretRow.public_key.is_(None) if new.public_key is None else SecretRow.public_key.is_not(None)
+            )
             await session.execute(
                 update(SecretRow)
-                .where(SecretRow.endpoint == name, SecretRow.expires_at.is_(None))
+                .where(SecretRow.endpoint == name, SecretRow.expires_at.is_(None), same_scheme)
                 .values(expires_at=now + grace)
             )
             await session.execute(delete(SecretRow).where(SecretRow.endpoint == name, SecretRow.expires_at <= now))
-            session.add(SecretRow(endpoint=name, sealed=self._sealer.seal(secret), created_at=now))
+            session.add(new)
             row.updated_at = now
             row.version += 1
             await session.flush()

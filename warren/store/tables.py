@@ -46,7 +46,9 @@ class EndpointRow(Base):
 
 
 class SecretRow(Base):
-    """One signing secret of an endpoint, sealed; ``expires_at`` is set on the one a rotation replaced."""
+    """One signing secret of an endpoint, sealed; ``expires_at`` is set on the one a rotation replaced.
+    ``public_key`` (``whpk_``) is set on an Ed25519 key, null on an HMAC secret: a rotation replaces the keys of
+    its own scheme only, and the admin API shows public keys without opening a sealed one."""
 
     __tablename__ = "warren_endpoint_secrets"
 
@@ -57,6 +59,7 @@ class SecretRow(Base):
     sealed: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
     expires_at: Mapped[float | None] = mapped_column(Float, default=None)
+    public_key: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class AttemptRow(Base):

@@ -46,6 +46,7 @@ from warren.topology.settings import (
     StoreSettings,
     WorkerSettings,
 )
+from warren.topology.signing_keys import Signing, check_signing
 from warren.topology.unknown_keys import key_hint, section_keys
 
 __all__ = [
@@ -106,6 +107,7 @@ class Endpoint(_Frozen):
     max_in_flight: int | None = Field(default=None, ge=1, le=100_000, description="concurrent requests, fleet-wide")
     rate_limit: float | None = Field(default=None, gt=0, description="requests per second, fleet-wide")
     burst: int | None = Field(default=None, ge=1, description="requests above the rate at once (default: 1 s worth)")
+    signing: Signing = None  # the schemes that sign (warren/topology/signing_keys.py); None: each it has a key for
 
     @field_validator("name")
     @classmethod
@@ -148,6 +150,7 @@ class Endpoint(_Frozen):
                 "ordering = 'key' is not available on a lane yet (ordered lane endpoints are not built): "
                 "give this endpoint home = 'dedicated'"
             )
+        check_signing(self.signing, self.secret)
         return self
 
     def receives_tenant(self, tenant: str | None) -> bool:

@@ -17,10 +17,10 @@ from warren.topology.secrets import (
     SecretError,
     SigningSecrets,
     UnresolvedSecrets,
-    WebhookSecret,
     deferrable,
     resolve_secret_text,
 )
+from warren.topology.signing_keys import signing_secret
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 PositiveDuration = Annotated[float, BeforeValidator(parse_duration), Field(gt=0)]
@@ -49,13 +49,13 @@ def _parse_secrets(value: object) -> SigningSecrets:
         return value
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list | tuple) or not all(isinstance(t, str) for t in texts):
-        raise ValueError("secret is a 'whsec_...' string, an 'env:NAME' reference, or a list of them")
+        raise ValueError("secret is a 'whsec_...' or 'whsk_...' string, an 'env:NAME' reference, or a list of them")
     try:
         for text in texts:  # a literal's mistake is the file's: reported whoever loads it
             if not text.startswith(ENV_REFERENCE):
-                WebhookSecret(text)
+                signing_secret(text)
         try:
-            return SigningSecrets(tuple(WebhookSecret(resolve_secret_text(t)) for t in texts))
+            return SigningSecrets(tuple(signing_secret(resolve_secret_text(t)) for t in texts))
         except SecretError as exc:
             if not deferrable(SIGNING_SECRETS):  # a command that signs nothing loads without it
                 raise

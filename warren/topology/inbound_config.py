@@ -14,11 +14,11 @@ from warren.topology.secrets import (
     SecretError,
     SigningSecrets,
     UnresolvedText,
-    WebhookSecret,
     resolve_or_defer,
     revealed,
 )
 from warren.topology.settings import RetryOverride, RetryPolicy, _ServerLimits
+from warren.topology.signing_keys import verifying_key
 
 
 def _parse_plain_secrets(value: object) -> tuple[SecretStr, ...]:
@@ -122,7 +122,7 @@ class InboundSource(_Frozen):
             try:
                 for text in self.secret or ():
                     if not isinstance(text, UnresolvedText):
-                        WebhookSecret(text.get_secret_value())
+                        verifying_key(text.get_secret_value())
             except SecretError as exc:
                 raise ValueError(f"secret: {exc}") from None
         if self.verifier in ("hmac-sha256", "token"):
@@ -147,8 +147,9 @@ class InboundSource(_Frozen):
         return self.id_header
 
     def signing_secrets(self) -> SigningSecrets:
-        """The secrets as Standard Webhooks keys (only for ``verifier = "standard-webhooks"``)."""
-        return SigningSecrets(tuple(WebhookSecret(s.get_secret_value()) for s in self.secret or ()))
+        """The secrets as Standard Webhooks keys (only for ``verifier = "standard-webhooks"``): ``whsec_`` secrets
+        verify ``v1`` signatures, ``whpk_`` public keys ``v1a`` ones."""
+        return SigningSecrets(tuple(verifying_key(s.get_secret_value()) for s in self.secret or ()))
 
     def retry_policy(self, default: RetryPolicy) -> RetryPolicy:
         return self.retry.apply_to(default) if self.retry else default

@@ -98,7 +98,8 @@ class WebhookSecret:
         return self.expires_at is None or now < self.expires_at
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, WebhookSecret) and other._key == self._key and other.expires_at == self.expires_at
+        # The same type: an HMAC secret and an Ed25519 key (warren/topology/signing_keys.py) of equal bytes differ.
+        return type(other) is type(self) and other._key == self._key and other.expires_at == self.expires_at
 
     def __hash__(self) -> int:
         return hash((self._key, self.expires_at))

@@ -21,6 +21,7 @@ from aiohttp.resolver import DefaultResolver
 from warren.core.redact import redact_urls
 from warren.topology.config import DeliverySettings, Endpoint
 from warren.topology.secrets import SecretError
+from warren.topology.signing_keys import signing_now
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
@@ -65,8 +66,9 @@ def new_session(
 
 def webhook_headers(endpoint: Endpoint, delivery: Delivery, timestamp: int) -> dict[str, str]:
     """The Standard Webhooks request headers of one attempt, signed with every secret of the endpoint that signs
-    now (a rotated-out one until the end of its grace, checked here, where the signing happens)."""
-    signing = endpoint.secret.signing(time.time())
+    now (a rotated-out one until the end of its grace, checked here, where the signing happens) and of the
+    schemes its ``signing`` names."""
+    signing = signing_now(endpoint.secret, endpoint.signing, time.time())
     return {
         "content-type": "application/json",
         "webhook-id": delivery.event_id,

@@ -20,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from warren.api.admin.applier import EndpointApplier
 from warren.api.admin.attempt_routes import endpoint_attempts, event_attempts, recover, replay
 from warren.api.admin.event_type_routes import add_event_type_routes
+from warren.api.admin.key_choice import shown_keys
+from warren.api.admin.key_schemas import PublicKeyInfo, PublicKeys
 from warren.api.admin.paths import ADMIN_PREFIX, EVENT_ATTEMPTS, admin_enabled, is_admin_path
 from warren.api.admin.requests import (
     ADMIN_TOKENS,
@@ -81,7 +83,13 @@ def _out(stored: StoredEndpoint, state: str) -> dict[str, Any]:
         "created_at": iso_utc(stored.created_at),
         "updated_at": iso_utc(stored.updated_at),
         "secrets": [
-            SecretInfo(created_at=iso_utc(s.created_at) or "", expires_at=iso_utc(s.expires_at)) for s in stored.secrets
+            SecretInfo(
+                created_at=iso_utc(s.created_at) or "",
+                expires_at=iso_utc(s.expires_at),
+                scheme=s.scheme,
+                public_key=s.public_key,
+            )
+            for s in stored.secrets
         ],
     }
 
@@ -111,9 +119,9 @@ async def _create(request: web.Request) -> web.Response:
     data = body.model_dump(exclude_none=True, exclude={"tenant"})
     if "proxy" in data:  # the egress path is the operator's: a tenant's key neither picks nor bypasses a proxy
         caller.forbid_unless_admin("choosing an endpoint's egress proxy")
-    stored, secret = await service.create(data, tenant=caller.tenant_given(body.tenant))
+    stored, secrets = await service.create(data, tenant=caller.tenant_given(body.tenant))
     state = (await service.states([stored.name]))[stored.name]
-    return as_json(EndpointCreated(**_out(stored, state), secret=secret), 201)
+    return as_json(EndpointCreated(**_out(stored, state), **shown_keys(secrets)), 201)
 
 
 async def _read(request: web.Request) -> web.Response:
@@ -153,9 +161,23 @@ async def _delete(request: web.Request) -> web.Response:
 async def _rotate(request: web.Request) -> web.Response:
     service, _ = await access(request, _name(request))
     body = await read_body(request, RotateIn, optional=True)
-    stored, secret = await service.rotate(_name(request), secret=body.secret, grace=body.grace)
+    stored, secret = await service.rotate(_name(request), secret=body.secret, grace=body.grace, kind=body.kind)
     infos = _out(stored, "")["secrets"]
-    return as_json(Rotated(name=stored.name, secret=secret, secrets=infos))
+    return as_json(Rotated(name=stored.name, secrets=infos, **shown_keys([secret])))
+
+
+async def _public_keys(request: web.Request) -> web.Response:
+    service, _ = await access(request, _name(request))
+    keys = await service.public_keys(_name(request))
+    shown = [
+        PublicKeyInfo(
+            public_key=k.public_key or "",
+            created_at=iso_utc(k.created_at) if k.created_at else None,  # a file key: no moment of its own
+            expires_at=iso_utc(k.expires_at),
+        )
+        for k in keys
+    ]
+    return as_json(PublicKeys(name=_name(request), keys=shown))
 
 
 async def _reveal(request: web.Request) -> web.Response:
@@ -234,6 +256,7 @@ def add_admin_routes(
     router.add_delete(ADMIN_PREFIX + "/{name}", _delete)
     router.add_post(ADMIN_PREFIX + "/{name}/rotate-secret", _rotate)
     router.add_get(ADMIN_PREFIX + "/{name}/secret", _reveal)
+    router.add_get(ADMIN_PREFIX + "/{name}/public-keys", _public_keys)
     for action in ("pause", "resume", "disable", "enable"):
         router.add_post(ADMIN_PREFIX + "/{name}/" + action, _state_change(action))
     router.add_post(ADMIN_PREFIX + "/{name}/test", _test)

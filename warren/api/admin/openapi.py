@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 import warren.api.admin.schemas as s
+from warren.api.admin.key_schemas import PublicKeys
 from warren.api.admin.openapi_parts import _NAME, _REF, _SECURITY, _WITH_BODY, _body, _errors, _json, _query, _state
 from warren.api.admin.openapi_tenants import tenant_and_catalog_paths
 
@@ -25,6 +26,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (s.EndpointPage, "serialization"),
     (s.Rotated, "serialization"),
     (s.RevealedSecrets, "serialization"),
+    (PublicKeys, "serialization"),
     (s.StateOut, "serialization"),
     (s.TestOut, "serialization"),
     (s.EventAttempts, "serialization"),
@@ -150,6 +152,8 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                 "post": {
                     "operationId": "rotateEndpointSecret",
                     "summary": "A new signing secret; the old one keeps signing beside it for a grace period",
+                    "description": "With `kind: ed25519`, a new Ed25519 key: the Ed25519 keys before it end after the "
+                    "grace period, the HMAC secrets sign on (and the other way round); `secret_key` is shown once.",
                     "security": _SECURITY,
                     "parameters": [_NAME],
                     "requestBody": _body("RotateIn", required=False),
@@ -163,7 +167,19 @@ def add_admin_paths(document: dict[str, Any]) -> None:
                     "security": _SECURITY,
                     "parameters": [_NAME],
                     "responses": {
-                        "200": _json("RevealedSecrets", "Every secret that signs."),
+                        "200": _json("RevealedSecrets", "Every HMAC secret that signs (never an Ed25519 secret key)."),
+                        **_errors("401", "404", "409", "503"),
+                    },
+                }
+            },
+            one + "/public-keys": {
+                "get": {
+                    "operationId": "getEndpointPublicKeys",
+                    "summary": "The endpoint's Ed25519 public keys (whpk_), which verify its v1a signatures",
+                    "security": _SECURITY,
+                    "parameters": [_NAME],
+                    "responses": {
+                        "200": _json("PublicKeys", "Every Ed25519 key that signs, newest first; none for HMAC only."),
                         **_errors("401", "404", "409", "503"),
                     },
                 }

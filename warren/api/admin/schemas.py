@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, JsonValue
 
 from warren.api.admin.header_schemas import HEADERS_DOC, PROXY_DOC, PROXY_PATTERN, SecretHeaderIn
+from warren.api.admin.key_schemas import MadeKeys, SecretInfo, Signing, SigningList
 from warren.api.ingest.schemas import sendable
 from warren.broker.events import EVENT_ID_PATTERN, EVENT_TYPE_PATTERN
 from warren.topology.config_fields import TENANT_PATTERN
@@ -61,7 +62,7 @@ __all__ = [
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 _WORD = r"(?:\*|#|[A-Za-z0-9_\-:/]+)"
 PATTERN_PATTERN = rf"^{_WORD}(?:\.{_WORD})*$"
-SECRET_PATTERN = r"^whsec_[A-Za-z0-9+/]+={0,2}$"
+SECRET_PATTERN = r"^(whsec|whsk)_[A-Za-z0-9+/]+={0,2}$"
 STATES = ("active", "paused", "disabled", "open", "half-open", "throttled")
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN, description="Lowercase letters, digits, '-' and '_' (at most 63).")]
@@ -100,6 +101,7 @@ class _Options(_In):
     all_tenants: bool | None = Field(
         default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
     )
+    signing: SigningList = None
 
 
 class EndpointIn(_Options):
@@ -123,11 +125,6 @@ class EndpointPatch(_Options):
     tenant: TenantName | None = None
 
 
-class SecretInfo(BaseModel):
-    created_at: str
-    expires_at: str | None = Field(description="Set on a secret a rotation replaced: it signs until then.")
-
-
 class EndpointOut(BaseModel):
     name: str
     tenant: str | None
@@ -143,7 +140,7 @@ class EndpointOut(BaseModel):
     secrets: list[SecretInfo] = Field(description="Its signing secrets, never their text (see /secret).")
 
 
-class EndpointCreated(EndpointOut):
+class EndpointCreated(EndpointOut, MadeKeys):
     secret: str = Field(description="The signing secret: shown now, and later only by GET .../secret.")
 
 
@@ -170,6 +167,7 @@ class RotateIn(_In):
     grace: float | None = Field(
         default=None, ge=0, le=30 * 86400.0, description="Seconds the old secret keeps signing (store.secret_grace)."
     )
+    kind: Signing | None = Field(default=None, description="'ed25519': a new Ed25519 key (default: hmac).")
 
 
 class KeyIn(_In):
@@ -237,7 +235,7 @@ class EventTypeList(BaseModel):
     data: list[EventTypeOut] = Field(description="Every version of every type, by name then version.")
 
 
-class Rotated(BaseModel):
+class Rotated(MadeKeys):
     name: str
     secret: str = Field(description="The new secret: it signs from now on, beside the old one until it expires.")
     secrets: list[SecretInfo]

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
 from warren.api.admin.homes import home_after_update, with_home
+from warren.api.admin.key_choice import keys_to_make, new_key, public_keys, rotated_secrets, signs_hidden
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
 from warren.api.admin.state_views import FollowedStates
@@ -36,15 +37,16 @@ from warren.store.records import (
     FILE,
     RevealedSecret,
     StoredEndpoint,
+    StoredSecret,
     endpoint_options,
-    new_signing_secret,
     to_endpoint,
 )
 from warren.store.repository import UNREACHABLE, EndpointStore, NameTaken
 from warren.topology.addresses import url_host_problem
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.proxies import proxy_problem
-from warren.topology.secrets import SigningSecrets, WebhookSecret
+from warren.topology.secrets import SecretError
+from warren.topology.signing_keys import Scheme
 from warren.topology.topics import topic_matches
 
 __all__ = [
@@ -233,9 +235,10 @@ class EndpointService:
         extra = [await self.served(s) for s in stored if s.name not in known]
         return self.config.model_copy(update={"endpoints": (*self.config.endpoints, *extra)})
 
-    async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, str]:
-        """A new endpoint from ``data`` (Endpoint's fields; ``secret`` optional): stored and applied."""
-        secret = data.get("secret") or new_signing_secret()
+    async def create(self, data: dict[str, Any], *, tenant: str | None) -> tuple[StoredEndpoint, list[str]]:
+        """A new endpoint from ``data`` (Endpoint's fields; ``secret`` and ``signing`` optional): stored and
+        applied. Its keys are returned (key_choice.shown_keys says what of them to show)."""
+        secret = keys_to_make(data)
         endpoint = self._endpoint({**with_home(data, self.config.lanes), "secret": secret, "tenant": tenant})
         async with self._changing(endpoint.name):
             existing: StoredEndpoint | None = await self._guarded(self.store.get(endpoint.name))
@@ -297,29 +300,22 @@ class EndpointService:
             return removal or Removal()
 
     async def rotate(
-        self, name: str, *, secret: str | None = None, grace: float | None = None
+        self, name: str, *, secret: str | None = None, grace: float | None = None, kind: Scheme | None = None
     ) -> tuple[StoredEndpoint, str]:
-        """A new signing secret; the current ones keep signing for ``grace`` seconds (store.secret_grace)."""
+        """A new signing secret (HMAC, or an Ed25519 key with ``kind``); the current ones of its scheme keep signing
+        for ``grace`` seconds (store.secret_grace)."""
         async with self._changing(name):
             stored = await self.get(name)
             if stored.file_managed:
                 raise _file_managed(name)
-            text = secret or new_signing_secret()
             current = await self.served(stored)
+            text = new_key(secret, kind, current.secret)
             keep = self.config.store.secret_grace if grace is None else grace
             now = time.time()
             # Workers sign with the new secret and every current one from the apply on, each current one until
             # its end (one already ending keeps its end), and stop by themselves then; the store follows.
-            kept = [
-                WebhookSecret(s.reveal(), now + keep if s.expires_at is None else min(s.expires_at, now + keep))
-                for s in current.secret
-            ]
-            endpoint = self._endpoint(
-                {
-                    **current.model_dump(exclude_unset=True, exclude={"secret"}),
-                    "secret": SigningSecrets((WebhookSecret(text), *kept) if keep > 0 else (WebhookSecret(text),)),
-                }
-            )
+            secrets = rotated_secrets(current.secret, text, keep, now)
+            endpoint = self._endpoint({**current.model_dump(exclude_unset=True, exclude={"secret"}), "secret": secrets})
             await self._apply(endpoint)
             rotated: StoredEndpoint | None = await self._guarded(self.store.rotate(name, text, grace=keep, now=now))
             if rotated is None:
@@ -333,7 +329,17 @@ class EndpointService:
                 409, FILE_MANAGED, f"endpoint {name!r} comes from the configuration file: its secret is there"
             )
         secrets: list[RevealedSecret] = await self._guarded(self.store.signing_secrets(name))
-        return secrets
+        return [s for s in secrets if not signs_hidden(s.text)]
+
+    async def public_keys(self, name: str) -> list[StoredSecret]:
+        """The endpoint's Ed25519 public keys: the store's, or those of the file's keys (when resolvable here)."""
+        stored = await self.get(name)
+        if not stored.file_managed:
+            return public_keys(stored.secrets)
+        try:
+            return public_keys(None, (await self.served(stored)).secret)
+        except SecretError as exc:
+            raise ApiError(409, REFUSED, f"endpoint {name!r}: its keys cannot be read here ({exc})") from None
 
     async def expire_secrets(self) -> list[str]:
         """Tidy the store: drop the rotated-out secrets whose grace is over. Workers stopped signing with each at

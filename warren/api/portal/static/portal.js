@@ -179,7 +179,9 @@ async function endpointPage(name) {
       act("Rotate the secret", async () => {
         const rotated = await api("POST", `${path}/rotate-secret`);
         secretSlot.replaceChildren(el("p", {}, "The new secret, shown this once (the old one signs too until its grace ends):"),
-          el("p", { class: "secret", id: "secret" }, rotated.secret));
+          el("p", { class: "secret", id: "secret" }, rotated.secret),
+          ...(rotated.public_key ? [el("p", {}, "Its Ed25519 public key, which your receiver verifies with:"),
+            el("p", { class: "public-key", id: "public-key" }, rotated.public_key)] : []));
         say("Secret rotated.");
       }, "secondary"),
       act("Delete", async () => {
