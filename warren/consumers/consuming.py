@@ -181,6 +181,11 @@ class EndpointConsumers:
     async def resume(self) -> None:
         await self.start_consuming()
 
+    @property
+    def partitioned(self) -> bool:
+        """Whether this endpoint consumes partitions of its own (claimed per worker): an ordered dedicated one."""
+        return self.ordered and self.endpoint.home != "lane"
+
     def connected(self) -> bool:
         """Whether the delivery connection is up (a robust connection may be between two attempts)."""
         return self._connection is not None and self._connection.connected.is_set()

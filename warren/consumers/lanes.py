@@ -42,6 +42,7 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.key_lanes import lane_key
 from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
 from warren.consumers.settling import Settler
 from warren.topology import names
@@ -167,8 +168,10 @@ class LaneConsumer:
         runners: Mapping[str, EndpointRunner],
         hooks: DeliveryHooks,
         known: Callable[[str], bool] = lambda name: False,
+        ordered_count: int = 1,
     ) -> None:
         """``known(name)``: the endpoint is a lane endpoint this worker routes to (in its router's index)."""
+        self.ordered_count = ordered_count
         self.prefetch = prefetch
         self.runners = runners
         self.known = known
@@ -221,6 +224,13 @@ class LaneConsumer:
             or ""
         )
         runner = self.runners.get(name)
+        if runner is not None and runner.ordered and runner.endpoint.home == "lane":
+            # An ordered lane endpoint's letter replayed from its lane's DLQ: to its key's ordered lane.
+            assert self.settler is not None
+            key = names.ordered_lane_of(name, lane_key(message), self.ordered_count)
+            await self.settler.forward(message, "", names.ordered_lane_queue(self.prefix, key))
+            self.hooks.settled(name, "parked")
+            return
         if not isinstance(runner, LaneRunner):
             if runner is not None:
                 # The endpoint has queues of its own now (promoted while this copy was in its lane, or on its way

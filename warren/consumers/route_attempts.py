@@ -35,6 +35,7 @@ __all__ = [
     "owed_after",
     "route_dead_headers",
     "route_delay",
+    "route_moved_headers",
     "route_retry_headers",
     "route_state",
 ]
@@ -120,4 +121,12 @@ def route_dead_headers(
     out = route_retry_headers(headers, state, owed)
     out[h.H_DEAD_REASON] = reason
     out[h.H_DEAD_AT] = dead_ms
+    return out
+
+
+def route_moved_headers(headers: Mapping[str, Any], state: RouteState) -> dict[str, Any]:
+    """The headers of an event moved from an earlier release's routing queue: what it is and whom it owes, its
+    attempts unchanged (it comes to the router from another exchange than the one it was published to)."""
+    out = route_retry_headers(headers, state, state.owed)
+    out[h.H_ROUTE_ATTEMPT] = state.attempts
     return out

@@ -1,0 +1,171 @@
+"""Ordered lane endpoints: ``ordering = "key"`` with ``home = "lane"`` (docs/architecture.md, "Ordered lanes").
+
+Their copies go to ``[lanes] ordered_count`` ordered lanes (``{prefix}.lane.o<i>``, the lane of the endpoint and
+the event's key: ``names.ordered_lane_of``), quorum queues with single active consumer, claimed a fair share per
+worker (warren/consumers/partition_claims.py, roster ``{prefix}.lane.ordered.roster``). Each claimed lane is
+consumed on a channel of its own into per-(endpoint, key) FIFOs (warren/consumers/key_lanes.py): one message of
+an endpoint's key at a time, in queue order, every other FIFO side by side. The router puts one key's copies
+into the lane in order (warren/consumers/lane_router.py), so the lane holds each endpoint's keys in order.
+
+An ordered lane endpoint's runner is a dedicated ordered endpoint's (``EndpointRunner``, retry in place up to
+``delivery.ordered_hold_limit``, the lane handed back whole past it), with two differences, both because the lane
+is shared: a held endpoint (paused, circuit open, disabled) keeps its messages where they are, unattempted, in
+their FIFOs, instead of handing the whole lane back (which would return its lane-mates' messages too, and be
+delivered straight back); and its dead letters go to the DLQ of its unordered lane (``lane_of(endpoint)``), so
+that ``warren dlq`` and recover find them where they find every lane endpoint's. A replayed letter reaches that
+unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from warren.broker import wire
+from warren.consumers.claimed_partitions import ClaimedPartitions
+from warren.consumers.decision import HandBack
+from warren.consumers.delivery import Delivery
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.key_lanes import PartitionLanes, lane_key
+from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS
+from warren.topology import names
+from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
+from warren.transport.base import Transport
+
+__all__ = ["HELD_WAIT", "OrderedLaneRunner", "OrderedLanes"]
+
+log = logging.getLogger("warren.worker")
+
+HELD_WAIT = 1.0  # seconds between two looks at a held endpoint (its message waits in its FIFO meanwhile)
+
+
+def ordered_key(message: AbstractIncomingMessage) -> str:
+    """A delivery's FIFO in an ordered lane: its endpoint and its key."""
+    endpoint = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+    return f"{endpoint}\x00{lane_key(message)}"
+
+
+class OrderedLanes(ClaimedPartitions):
+    """The ordered lanes this worker claimed, consumed into per-(endpoint, key) FIFOs."""
+
+    def __init__(
+        self,
+        prefix: str,
+        count: int,
+        prefetch: int,
+        runners: Mapping[str, EndpointRunner],
+        hooks: DeliveryHooks,
+        known: Callable[[str], bool],
+        hold_limit: float,
+    ) -> None:
+        super().__init__(
+            [names.ordered_lane_queue(prefix, i) for i in range(count)], prefetch, self._deliver, key=ordered_key
+        )
+        self.runners = runners
+        self.hooks = hooks
+        self.known = known
+        self.hold_limit = hold_limit
+
+    async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
+        name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+        lanes = self.lanes_of(message)
+        unknown_since = time.monotonic()
+        while lanes is not None and not lanes.returning:
+            runner = self.runners.get(name)
+            if isinstance(runner, OrderedLaneRunner):
+                await runner.deliver(message)
+                return
+            if self.known(name):
+                unknown_since = time.monotonic()
+            elif time.monotonic() - unknown_since > UNSERVED_PARKS * UNSERVED_PARK_DELAY:
+                # Deleted (or not an ordered lane endpoint any more): never delivered to anyone else.
+                log.warning("discarded %s from an ordered lane: no ordered lane endpoint %r", message.message_id, name)
+                self.hooks.settled(name or "(none)", "discarded")
+                with contextlib.suppress(Exception):
+                    await lanes.acks.ack(message)
+                return
+            if time.monotonic() - lanes.held_since(message) >= self.hold_limit:
+                lanes.hand_back()  # RabbitMQ's consumer_timeout must not close the channel
+                return
+            if await lanes.wait(HELD_WAIT):
+                return
+
+
+class OrderedLaneRunner(EndpointRunner):
+    """One ordered lane endpoint's delivery: fed by ``OrderedLanes``; consumes no queue of its own."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        policy: RetryPolicy,
+        delivery: DeliverySettings,
+        *,
+        prefix: str,
+        lanes: int,
+        delay_levels: int,
+        transport: Transport,
+        hooks: DeliveryHooks,
+        ordered: OrderedLanes,
+    ) -> None:
+        self.lane = names.lane_of(endpoint.name, lanes)
+        self.ordered_lanes = ordered
+        super().__init__(
+            endpoint,
+            policy,
+            delivery,
+            queues=(names.lane_queue(prefix, self.lane),),
+            prefix=prefix,
+            delay_levels=delay_levels,
+            transport=transport,
+            hooks=hooks,
+        )
+        self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to its unordered lane's DLQ
+        self.slots = asyncio.Semaphore(endpoint.concurrency)  # at most concurrency of its keys in flight at once
+        self.assigned = []
+        self._held_back: set[int] = set()  # deliveries given back while held: they wait in their FIFO
+
+    async def start_consuming(self) -> None:
+        self._accepting = True
+        self.paused_reason = None
+
+    def accepts(self, message: AbstractIncomingMessage) -> bool:
+        return self._accepting
+
+    def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
+        return self.ordered_lanes.lanes_of(message)
+
+    def return_partition(self, message: AbstractIncomingMessage) -> bool:
+        return self.ordered_lanes.hand_back(message)
+
+    async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
+        lanes = self.lanes_of(message)
+        if lanes is not None and time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit - 1:
+            await self.settler.hand_back(message)  # the hold limit: the whole lane goes back, in order
+            return
+        self._held_back.add(id(message))  # held (paused, circuit open): it waits in its FIFO, unattempted
+
+    async def deliver(self, message: AbstractIncomingMessage) -> None:
+        """Deliver one copy; while the endpoint is held it waits in place (bounded by the hold limit)."""
+        lanes = self.lanes_of(message)
+        try:
+            while lanes is not None and not lanes.returning:
+                if self._accepting and self.paused_reason is None:
+                    self._held_back.discard(id(message))
+                    async with self.slots:
+                        await self._on_message(message)
+                    if id(message) not in self._held_back:
+                        return
+                if time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit:
+                    await self.settler.hand_back(message)
+                    return
+                if await lanes.wait(HELD_WAIT):
+                    return
+        finally:
+            self._held_back.discard(id(message))
