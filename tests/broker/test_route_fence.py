@@ -61,7 +61,9 @@ async def test_a_router_that_never_answers_costs_the_create_its_wait_and_a_warni
         try:
             channel = await connection.channel()
             roster = names.route_roster(config.broker.prefix)
-            silent = await channel.declare_queue(roster, auto_delete=True, arguments={"x-queue-type": "classic"})
+            silent = await channel.declare_queue(
+                roster, durable=True, auto_delete=True, arguments={"x-queue-type": "classic"}
+            )
             await silent.consume(_hold)
             record = EndpointRecord.applying(
                 endpoint(receiver, "waited", home="lane"), "test", sealer_from(config.store.keys)

@@ -7,6 +7,7 @@ earlier event of that key has been answered 2xx there (duplicates of an earlier 
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import aio_pika
 import orjson
 import pytest
 
+from tests.support.cli import warren
 from tests.support.dead_letters import wait_depth
 from tests.support.processes import running_workers, write_config
 from tests.support.receiver import Receiver, Reply, always
@@ -195,3 +197,40 @@ async def test_an_earlier_releases_single_routing_queue_is_moved_into_the_partit
     assert violations_at(receiver, ORDERED) == []
     got = Counter(r.event_id for r in receiver.received if r.path == "/hook/tail")
     assert set(got.values()) == {1}
+
+
+async def test_an_ordered_lane_endpoints_dead_letters_are_listed_and_replayed_by_the_dlq_tools(
+    make_config: Any, receiver: Receiver, publish: Any, tmp_path: Path
+) -> None:
+    # Given an ordered lane endpoint that answers 400 to key "bad" (a dead letter at once), beside its lane-mates
+    refusing = {"on": True}
+
+    def reply(r: Receiver, request: Any, body: bytes) -> Reply:
+        bad = refusing["on"] and orjson.loads(body)["key"] == "bad" and request.path == "/hook/ledger-0"
+        return Reply(400) if bad else Reply(200)
+
+    receiver.behaviour = reply
+    config = await deployment(make_config, receiver)
+    path = str(write_config(tmp_path, config))
+    events = keyed(["bad", "good"], 3)
+    bad = [e.id for e in events if e.key == "bad"]
+    dlq = names.lane_dlq(config.broker.prefix, names.lane_of("ledger-0", 2))
+    async with Worker(config):
+        await publish(config, events)
+        # When its letters are in its lane's DLQ (its key moved on past each: a dead letter does not hold the key)
+        assert await wait_depth(config, dlq, 3) == 3
+        await receiver.wait_for(all_delivered([e for e in events if e.key == "good"], ORDERED), 20)
+        # Then `warren dlq list` shows them, in order, and replay sends them back to be delivered
+        listed = await warren("dlq", "list", "ledger-0", "--config", path, "--json")
+        assert listed.code == 0, listed.err
+        assert [letter["event_id"] for letter in json.loads(listed.out)] == bad
+        refusing["on"] = False
+        replayed = await warren("dlq", "replay", "ledger-0", "--config", path)
+        assert replayed.code == 0, replayed.err
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/ledger-0") >= set(bad), 20)
+        assert await wait_depth(config, dlq, 0) == 0
+    # each once (the lane consumer forwards each into the key's ordered lane; replay promises no order, as for a
+    # dedicated ordered endpoint)
+    again = [orjson.loads(r.body)["sequence"] for r in receiver.received
+             if r.path == "/hook/ledger-0" and r.status == 200 and orjson.loads(r.body)["key"] == "bad"]  # fmt: skip
+    assert sorted(again) == [0, 1, 2]

@@ -47,7 +47,14 @@ class LaneStage:
             prefix, lanes.count, lanes.prefetch, runners, hooks, known=known, ordered_count=lanes.ordered_count
         )
         self.ordered = OrderedLanes(
-            prefix, lanes.ordered_count, lanes.prefetch, runners, hooks, known, config.delivery.ordered_hold_limit
+            prefix,
+            lanes.ordered_count,
+            lanes.prefetch,
+            runners,
+            hooks,
+            known,
+            config.delivery.ordered_hold_limit,
+            lanes=lanes.count,
         )
         self.router = LaneRouter(
             prefix,
@@ -153,7 +160,7 @@ class LaneStage:
         for endpoint in endpoints:
             self.index.add(endpoint)
         self._health, self._transport = health, transport
-        await self._publishing_channel(connection)
+        self.ordered.publisher = await self._publishing_channel(connection)
         self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
         self.ordered.open(connection)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from aio_pika.abc import AbstractIncomingMessage
 
 from warren.broker import wire
+from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
@@ -34,6 +35,7 @@ from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, lane_key
 from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS
+from warren.core.errors import PublishError, describe
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
 from warren.transport.base import Transport
@@ -63,6 +65,7 @@ class OrderedLanes(ClaimedPartitions):
         hooks: DeliveryHooks,
         known: Callable[[str], bool],
         hold_limit: float,
+        lanes: int = 1,
     ) -> None:
         super().__init__(
             [names.ordered_lane_queue(prefix, i) for i in range(count)], prefetch, self._deliver, key=ordered_key
@@ -71,6 +74,8 @@ class OrderedLanes(ClaimedPartitions):
         self.hooks = hooks
         self.known = known
         self.hold_limit = hold_limit
+        self.prefix, self.lanes = prefix, lanes
+        self.publisher: ConfirmChannel | None = None  # the lane stage's: copies that follow their endpoint elsewhere
 
     async def _deliver(self, message: AbstractIncomingMessage) -> None:
         """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
@@ -81,6 +86,9 @@ class OrderedLanes(ClaimedPartitions):
             runner = self.runners.get(name)
             if isinstance(runner, OrderedLaneRunner):
                 await runner.deliver(message)
+                return
+            if runner is not None and self.publisher is not None:
+                await self._follow(message, runner, lanes)
                 return
             if self.known(name):
                 unknown_since = time.monotonic()
@@ -96,6 +104,27 @@ class OrderedLanes(ClaimedPartitions):
                 return
             if await lanes.wait(HELD_WAIT):
                 return
+
+    async def _follow(self, message: AbstractIncomingMessage, runner: EndpointRunner, lanes: PartitionLanes) -> None:
+        """A copy of an endpoint that is no ordered lane endpoint any more (its ordering changed in the file, or
+        it moved in a way the admin API refuses): moved untouched to where it is served now, confirmed, then acked."""
+        assert self.publisher is not None
+        name = runner.endpoint.name
+        if runner.endpoint.home == "lane":
+            exchange, key = "", names.lane_queue(self.prefix, names.lane_of(name, self.lanes))
+        else:
+            exchange, key = names.endpoint_exchange(self.prefix, name), message.routing_key or ""
+        try:
+            onward = wire.onward(message, wire.untouched_headers(message))
+            await self.publisher.publish(exchange, onward, key, what=f"{message.message_id} of {name}")
+        except PublishError as exc:
+            log.warning("could not move %s of %s (%s); its lane goes back", message.message_id, name, describe(exc))
+            await asyncio.sleep(HELD_WAIT)
+            lanes.hand_back()
+            return
+        self.hooks.settled(name, "parked")
+        with contextlib.suppress(Exception):
+            await lanes.acks.ack(message)
 
 
 class OrderedLaneRunner(EndpointRunner):
