@@ -21,7 +21,7 @@ from warren.consumers.key_lanes import PartitionLanes, lane_key
 from warren.core.deadlines import within
 from warren.core.errors import describe
 
-__all__ = ["ClaimedPartitions"]
+__all__ = ["ClaimedPartitions", "consume_again"]
 
 log = logging.getLogger("warren.worker")
 
@@ -123,17 +123,12 @@ class ClaimedPartitions:
         if self._lanes.get(name) is not lanes:
             return
         await self._close(name)
-        for _ in range(REOPEN_TRIES):
-            if not (self.accepting and name in self.assigned):
-                return
-            try:
-                await self._consume(name)
-                return
-            except Exception as exc:  # the link is down, most likely: the claim stays ours, so try again
-                log.warning("could not consume %s again (%s); retrying", name, describe(exc))
-                await self._close(name)
-                await asyncio.sleep(REOPEN_PAUSE)
-        log.error("partition %s not consumed again after %d tries", name, REOPEN_TRIES)
+        await consume_again(
+            name,
+            lambda: self.accepting and name in self.assigned,
+            lambda: self._consume(name),
+            lambda: self._close(name),
+        )
 
     async def _close(self, name: str) -> None:
         self._lanes.pop(name, None)
@@ -155,3 +150,24 @@ class ClaimedPartitions:
                 await within(asyncio.gather(*waits), grace)
         for name in list(self._channels):
             await self._close(name)
+
+
+async def consume_again(
+    name: str,
+    wanted: Callable[[], bool],
+    consume: Callable[[], Awaitable[None]],
+    close: Callable[[], Awaitable[None]],
+) -> None:
+    """Consume handed-back partition ``name`` again on a fresh channel while it is still ``wanted``: tried up to
+    ``REOPEN_TRIES`` times, ``REOPEN_PAUSE`` apart (the link may be down; the claim stays ours meanwhile)."""
+    for _ in range(REOPEN_TRIES):
+        if not wanted():
+            return
+        try:
+            await consume()
+            return
+        except Exception as exc:  # the link is down, most likely: the partition stays claimed, so try again
+            log.warning("could not consume %s again (%s); retrying", name, describe(exc))
+            await close()
+            await asyncio.sleep(REOPEN_PAUSE)
+    log.error("partition %s not consumed again after %d tries", name, REOPEN_TRIES)

@@ -49,7 +49,7 @@ from warren.consumers.route_attempts import (
     route_dead_headers,
     route_delay,
     route_retry_headers,
-    route_state,
+    route_state_in,
 )
 from warren.consumers.route_migration import RouteMigration
 from warren.core.errors import PublishError, UnroutableError, describe
@@ -139,13 +139,7 @@ class LaneRouter:
         assert self._publisher is not None
         await self.index_current.wait()
         headers = dict(message.headers or {})
-        state = route_state(
-            headers,
-            message.exchange,
-            message.routing_key,
-            events=names.events_exchange(self.prefix),
-            tenants=names.tenants_exchange(self.prefix),
-        )
+        state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
         targets = [
             e
             for e in self.index.subscribers(state.tenant, state.event_type)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from aio_pika.abc import AbstractRobustConnection
 
@@ -83,19 +84,10 @@ class LaneStage:
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner | OrderedLaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
-        if endpoint.ordering == "key":
-            return OrderedLaneRunner(
-                endpoint,
-                endpoint.retry_policy(self.config.retry),
-                self.config.delivery,
-                prefix=self.config.broker.prefix,
-                lanes=self.config.lanes.count,
-                delay_levels=delay_levels,
-                transport=transport,
-                hooks=self.hooks,
-                ordered=self.ordered,
-            )
-        return LaneRunner(
+        ordered = endpoint.ordering == "key"
+        kind: type[LaneRunner | OrderedLaneRunner] = OrderedLaneRunner if ordered else LaneRunner
+        feed: dict[str, Any] = {"ordered": self.ordered} if ordered else {"channel_acks": self.consumer.acks_of}
+        return kind(
             endpoint,
             endpoint.retry_policy(self.config.retry),
             self.config.delivery,
@@ -104,7 +96,7 @@ class LaneStage:
             delay_levels=delay_levels,
             transport=transport,
             hooks=self.hooks,
-            channel_acks=self.consumer.acks_of,
+            **feed,
         )
 
     def route_unserved(self, layout: Endpoint) -> None:

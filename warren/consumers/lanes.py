@@ -57,6 +57,7 @@ __all__ = [
     "UNSERVED_PARK_DELAY",
     "LaneConsumer",
     "LaneRunner",
+    "SharedHomeRunner",
 ]
 
 log = logging.getLogger("warren.worker")
@@ -69,8 +70,9 @@ UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked
 UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
 
-class LaneRunner(EndpointRunner):
-    """One lane endpoint's delivery: fed by the ``LaneConsumer``; consumes no queue of its own."""
+class SharedHomeRunner(EndpointRunner):
+    """A lane endpoint's runner: consumes no queue of its own (its lane's consumer feeds it); its dead letters go
+    to its lane's DLQ (``lane_of`` its name), whichever lane its copies travel in."""
 
     def __init__(
         self,
@@ -83,7 +85,7 @@ class LaneRunner(EndpointRunner):
         delay_levels: int,
         transport: Transport,
         hooks: DeliveryHooks,
-        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None],
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
     ) -> None:
         self.lane = names.lane_of(endpoint.name, lanes)
         super().__init__(
@@ -102,7 +104,7 @@ class LaneRunner(EndpointRunner):
         self.assigned = []
 
     async def open(self, connection: AbstractRobustConnection) -> None:
-        await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's is the LaneConsumer's
+        await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's consumer has it
 
     async def start_consuming(self) -> None:
         self._accepting = True
@@ -110,6 +112,10 @@ class LaneRunner(EndpointRunner):
 
     def accepts(self, message: AbstractIncomingMessage) -> bool:
         return self._accepting
+
+
+class LaneRunner(SharedHomeRunner):
+    """One lane endpoint's delivery: fed by the ``LaneConsumer``."""
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's

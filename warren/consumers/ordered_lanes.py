@@ -23,6 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -34,11 +35,10 @@ from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, lane_key
-from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS
+from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS, SharedHomeRunner
 from warren.core.errors import PublishError, describe
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
-from warren.transport.base import Transport
 
 __all__ = ["HELD_WAIT", "OrderedLaneRunner", "OrderedLanes"]
 
@@ -127,45 +127,13 @@ class OrderedLanes(ClaimedPartitions):
             await lanes.acks.ack(message)
 
 
-class OrderedLaneRunner(EndpointRunner):
-    """One ordered lane endpoint's delivery: fed by ``OrderedLanes``; consumes no queue of its own."""
+class OrderedLaneRunner(SharedHomeRunner):
+    """One ordered lane endpoint's delivery: fed by ``OrderedLanes``; ``ordered`` is that consumer."""
 
-    def __init__(
-        self,
-        endpoint: Endpoint,
-        policy: RetryPolicy,
-        delivery: DeliverySettings,
-        *,
-        prefix: str,
-        lanes: int,
-        delay_levels: int,
-        transport: Transport,
-        hooks: DeliveryHooks,
-        ordered: OrderedLanes,
-    ) -> None:
-        self.lane = names.lane_of(endpoint.name, lanes)
-        self.ordered_lanes = ordered
-        super().__init__(
-            endpoint,
-            policy,
-            delivery,
-            queues=(names.lane_queue(prefix, self.lane),),
-            prefix=prefix,
-            delay_levels=delay_levels,
-            transport=transport,
-            hooks=hooks,
-        )
-        self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to its unordered lane's DLQ
-        self.slots = asyncio.Semaphore(endpoint.concurrency)  # at most concurrency of its keys in flight at once
-        self.assigned = []
+    def __init__(self, endpoint: Endpoint, policy: RetryPolicy, delivery: DeliverySettings, **kw: Any) -> None:
+        self.ordered_lanes: OrderedLanes = kw.pop("ordered")
+        super().__init__(endpoint, policy, delivery, **kw)
         self._held_back: set[int] = set()  # deliveries given back while held: they wait in their FIFO
-
-    async def start_consuming(self) -> None:
-        self._accepting = True
-        self.paused_reason = None
-
-    def accepts(self, message: AbstractIncomingMessage) -> bool:
-        return self._accepting
 
     def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
         return self.ordered_lanes.lanes_of(message)

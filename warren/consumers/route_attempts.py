@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warren.topology import headers as h
+from warren.topology import names
 
 __all__ = [
     "OWED_MAX",
@@ -38,6 +39,7 @@ __all__ = [
     "route_moved_headers",
     "route_retry_headers",
     "route_state",
+    "route_state_in",
 ]
 
 ROUTE_DELAY_CAP = 60.0  # seconds: the longest wait between two routing attempts
@@ -75,6 +77,15 @@ def route_state(
         h.header_text(headers.get(h.H_ROUTE_TYPE)) or "",
         max(0, min(attempts, h.MAX_COUNTED)),
         owed,
+    )
+
+
+def route_state_in(
+    prefix: str, headers: Mapping[str, Any], exchange: str | None, routing_key: str | None
+) -> RouteState:
+    """``route_state`` of an event delivered from ``exchange`` with ``routing_key`` in deployment ``prefix``."""
+    return route_state(
+        headers, exchange, routing_key, events=names.events_exchange(prefix), tenants=names.tenants_exchange(prefix)
     )
 
 

@@ -25,7 +25,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker import wire
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.consumers.route_attempts import route_moved_headers, route_state
+from warren.consumers.route_attempts import route_moved_headers, route_state_in
 from warren.core.errors import describe
 from warren.topology import names
 
@@ -91,13 +91,7 @@ class RouteMigration:
 
     async def _move(self, message: AbstractIncomingMessage, publisher: ConfirmChannel) -> None:
         headers = dict(message.headers or {})
-        state = route_state(
-            headers,
-            message.exchange,
-            message.routing_key,
-            events=names.events_exchange(self.prefix),
-            tenants=names.tenants_exchange(self.prefix),
-        )
+        state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
         moved = wire.onward(message, route_moved_headers(headers, state))
         await publisher.publish(
             names.route_exchange(self.prefix), moved, message.routing_key or "", what=f"event {message.message_id}"
