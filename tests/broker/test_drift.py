@@ -269,6 +269,8 @@ def test_an_earlier_releases_single_routing_queue_is_a_leftover_to_prune_once_em
     old = {"name": "w.route", "durable": True, "auto_delete": False, "exclusive": False, "arguments": {}}
     [leftover] = find_leftovers(plan, "w", exchanges, [*queues, old], bindings)
     assert leftover.name == "w.route" and "earlier release" in leftover.reason
+    [beyond] = find_leftovers(plan, "w", exchanges, [*queues, {**old, "name": "w.route.p9"}], bindings)
+    assert "beyond [lanes] route_partitions" in beyond.reason
     runtime = [{**old, "name": n} for n in ("w.route.roster", "w.route.p1.owner", "w.lane.o2.owner")]
     assert find_leftovers(plan, "w", exchanges, [*queues, *runtime], bindings) == []
 
