@@ -16,15 +16,17 @@ import aio_pika
 import orjson
 import pytest
 
+from tests.conftest import TEST_SECRET
 from tests.support.cli import warren
 from tests.support.dead_letters import wait_depth
 from tests.support.processes import running_workers, write_config
 from tests.support.receiver import Receiver, Reply, always
 from tests.support.topology import declare
 from warren.broker.events import Event
+from warren.broker.live_apply import apply_endpoint
 from warren.consumers.worker import Worker
 from warren.topology import names
-from warren.topology.config import WarrenConfig
+from warren.topology.config import Endpoint, WarrenConfig
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -234,3 +236,62 @@ async def test_an_ordered_lane_endpoints_dead_letters_are_listed_and_replayed_by
     again = [orjson.loads(r.body)["sequence"] for r in receiver.received
              if r.path == "/hook/ledger-0" and r.status == 200 and orjson.loads(r.body)["key"] == "bad"]  # fmt: skip
     assert sorted(again) == [0, 1, 2]
+
+
+async def test_an_ordered_lane_endpoint_created_live_is_served_in_order_and_its_circuit_holds_it_in_place(
+    make_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a worker, and an ordered lane endpoint created live whose receiver fails every request for a while,
+    # with a circuit that opens after 3 failures and probes again after 300 ms
+    failing = {"on": True}
+    receiver.behaviour = lambda r, request, body: (
+        Reply(503) if failing["on"] and request.path == "/hook/live-ledger" else Reply(200)
+    )
+    config = await deployment(make_config, receiver)
+    live = Endpoint.model_validate(
+        {
+            **ordered_endpoint(receiver, "live-ledger"),
+            "secret": TEST_SECRET,
+            "circuit": {"consecutive_failures": 3, "cooldown": "300ms", "min_requests": 1000},
+        }
+    )
+    async with Worker(config) as worker:
+        await apply_endpoint(config, live)  # returns once the router has it (the route fence)
+        assert worker.lanes is not None and "live-ledger" in worker.lanes.index
+        events = keyed(["a", "b", "c"], 6)
+        # When events are published while it fails (its circuit opens: the copies wait in their FIFOs)
+        await publish(config, events)
+        await receiver.wait_for(lambda r: sum(1 for x in r.received if x.path == "/hook/live-ledger") >= 4, 20)
+        failing["on"] = False
+        # Then once it recovers every event arrives, each key in order, none dead-lettered
+        await receiver.wait_for(all_delivered(events, ["live-ledger"]), 40)
+    assert violations_at(receiver, ["live-ledger"]) == []
+
+
+async def test_an_unordered_lane_endpoints_open_circuit_is_probed_and_closes(
+    make_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given an unordered lane endpoint whose receiver fails for a while, its circuit opening after 3 failures
+    failing = {"on": True}
+    receiver.behaviour = lambda r, request, body: Reply(503) if failing["on"] else Reply(200)
+    config: WarrenConfig = make_config(
+        [
+            {
+                "name": "tail",
+                "url": f"{receiver.url}/tail",
+                "events": ["x.*"],
+                "home": "lane",
+                "circuit": {"consecutive_failures": 3, "cooldown": "300ms", "min_requests": 1000},
+            }
+        ],
+        lanes=LANES,
+        retry={"base": "50ms", "cap": "200ms", "jitter": "none", "max_attempts": 1000},
+    )
+    await declare(config)
+    events = keyed(["a"], 5)
+    async with Worker(config):
+        await publish(config, events)
+        await receiver.wait_for(lambda r: len(r.received) >= 3, 20)
+        failing["on"] = False
+        # Then a worker probes it once the cool-down has passed, and every event arrives
+        await receiver.wait_for(all_delivered(events, ["tail"]), 40)

@@ -101,7 +101,9 @@ class SharedHomeRunner(EndpointRunner):
         )
         self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to the lane's DLQ
         self.slots = asyncio.Semaphore(endpoint.concurrency)  # the endpoint's FIFO: at most concurrency at once
-        self.assigned = []
+        # Its lane counts as assigned: endpoint health probes an open circuit only of a runner with something
+        # assigned (an ordered endpoint whose partitions all went elsewhere has nothing to probe with); with none,
+        # a lane endpoint's open circuit was never probed by any worker, and it stayed held for good.
 
     async def open(self, connection: AbstractRobustConnection) -> None:
         await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's consumer has it
