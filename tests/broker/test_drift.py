@@ -255,9 +255,24 @@ def test_turning_lanes_off_leaves_the_lanes_and_the_routing_queue_as_leftovers()
     exchanges, queues, bindings = _as_declared(old)
     new = plan_topology(_config({"name": "acme", "events": ["a.*"]}))
     by_name = {x.name: x for x in find_leftovers(new, "w", exchanges, queues, bindings)}
-    assert set(by_name) == {"w.route", "w.route.dlq", "w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq"}
-    assert "lanes are off" in by_name["w.route"].reason
+    routing = {"w.route.hash", "w.route.dlq", *(f"w.route.p{i}" for i in range(4))}
+    lanes = {"w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq", *(f"w.lane.o{i}" for i in range(4))}
+    assert set(by_name) == routing | lanes
+    assert "lanes are off" in by_name["w.route.p0"].reason and "lanes are off" in by_name["w.route.hash"].reason
     assert "beyond [lanes] count = 0" in by_name["w.lane.1"].reason
+    assert "ordered lane" in by_name["w.lane.o3"].reason
+
+
+def test_an_earlier_releases_single_routing_queue_is_a_leftover_to_prune_once_empty() -> None:
+    plan = plan_topology(_config({"name": "acme", "events": ["a.*"]}, lanes=2))
+    exchanges, queues, bindings = _as_declared(plan)
+    old = {"name": "w.route", "durable": True, "auto_delete": False, "exclusive": False, "arguments": {}}
+    [leftover] = find_leftovers(plan, "w", exchanges, [*queues, old], bindings)
+    assert leftover.name == "w.route" and "earlier release" in leftover.reason
+    [beyond] = find_leftovers(plan, "w", exchanges, [*queues, {**old, "name": "w.route.p9"}], bindings)
+    assert "beyond [lanes] route_partitions" in beyond.reason
+    runtime = [{**old, "name": n} for n in ("w.route.roster", "w.route.p1.owner", "w.lane.o2.owner")]
+    assert find_leftovers(plan, "w", exchanges, [*queues, *runtime], bindings) == []
 
 
 def test_a_demoted_endpoints_retry_binding_is_no_leftover_until_its_time_has_passed() -> None:

@@ -40,8 +40,11 @@ async def test_setup_declares_the_lanes_and_a_second_setup_finds_no_drift_and_no
     state = await prefix_state(management, prefix)
     plan = plan_topology(config)
     assert set(state.queues) == {q.name for q in plan.queues}
-    assert {names.lane_queue(prefix, 2), names.lane_dlq(prefix, 2), names.route_queue(prefix)} <= set(state.queues)
-    assert (names.events_exchange(prefix), names.route_queue(prefix), "queue", "#") in state.bindings
+    assert {names.lane_queue(prefix, 2), names.lane_dlq(prefix, 2), names.route_partition(prefix, 3)} <= set(
+        state.queues
+    )
+    assert names.ordered_lane_queue(prefix, 3) in state.queues and names.route_queue(prefix) not in state.queues
+    assert (names.events_exchange(prefix), names.route_exchange(prefix), "exchange", "#") in state.bindings
     # and the second setup changes nothing and takes nothing for a leftover
     assert first.applied and not first.no_change
     assert second.no_change and not second.leftovers and not second.drift
@@ -82,21 +85,23 @@ async def test_status_shows_a_lane_endpoint_its_shared_lane_and_dlq(
     assert (endpoint.dlq.name, endpoint.dlq.exists) == (names.lane_dlq(prefix, lane), True)
     # and the routing stage's queue and DLQ have rows of their own
     assert [(q.name, q.exists, q.ready) for q in status.routing] == [
-        (names.route_queue(prefix), True, 0),
+        *[(names.route_partition(prefix, i), True, 0) for i in range(4)],
         (names.route_dlq(prefix), True, 0),
+        *[(names.ordered_lane_queue(prefix, i), True, 0) for i in range(4)],
     ]
 
 
 async def test_a_routing_queue_declared_before_its_backstop_is_migrated_by_policy(
     make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
 ) -> None:
-    # Given a routing queue declared as the first lanes release did (no dead-letter route)
+    # Given a route partition declared without a dead-letter route (as the first lanes release declared its queue)
     config = make_config(lane_endpoints(1), lanes={"count": 2})
-    route = names.route_queue(prefix)
+    route = names.route_partition(prefix, 0)
     connection = await aio_pika.connect(config.broker.url)
     async with connection:
         channel = await connection.channel()
-        await channel.declare_queue(route, durable=True, arguments=dict(queue_arguments("quorum")))
+        arguments = dict(queue_arguments("quorum", single_active_consumer=True))
+        await channel.declare_queue(route, durable=True, arguments=arguments)
     # When set up
     report = await apply_setup(config)
     # Then it is not drift: a policy of Warren's gives it the backstop into the routing stage's DLQ

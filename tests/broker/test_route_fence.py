@@ -54,13 +54,16 @@ async def test_a_router_that_never_answers_costs_the_create_its_wait_and_a_warni
     make_config: Callable[..., WarrenConfig], caplog: pytest.LogCaptureFixture
 ) -> None:
     async with Receiver() as receiver:
-        # Given a consumer on the routing queue that is no worker (it never answers an announcement)
+        # Given a consumer on the routers' roster that is no worker (it never answers an announcement)
         config = make_config([], lanes={"count": 1, "apply_wait": "300ms"})
         await declare(config)
         connection = await connect_once(config.broker.url)
         try:
             channel = await connection.channel()
-            silent = await channel.declare_queue(names.route_queue(config.broker.prefix), passive=True)
+            roster = names.route_roster(config.broker.prefix)
+            silent = await channel.declare_queue(
+                roster, durable=True, auto_delete=True, arguments={"x-queue-type": "classic"}
+            )
             await silent.consume(_hold)
             record = EndpointRecord.applying(
                 endpoint(receiver, "waited", home="lane"), "test", sealer_from(config.store.keys)

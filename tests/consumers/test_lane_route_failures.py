@@ -49,7 +49,7 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
     doomed, fine = on_lane(1, 1, "doomed")[0], on_lane(2, 1, "fine")[0]
     config = await endpoint_config(
         [lane_endpoint(receiver, doomed), lane_endpoint(receiver, fine, events=["order.*", "user.*"])],
-        lanes={"count": LANES, "route_attempts": 3, "route_retry_delay": "50ms"},
+        lanes={"count": LANES, "route_attempts": 3, "route_retry_delay": "50ms", "route_partitions": 1},
     )
     prefix, url = config.broker.prefix, config.broker.url
     events = [Event(type="order.paid", data={"n": i}) for i in range(5)]
@@ -63,7 +63,7 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
         # Then the others flow meanwhile, and each of the 5 ends in the route DLQ after 3 attempts
         await receiver.wait_for(lambda r: r.ok_ids(f"/hook/{fine}") >= {e.id for e in others}, 20)
         assert await wait_depth(config, names.route_dlq(prefix), len(events), 30) == len(events)
-        assert await wait_depth(config, names.route_queue(prefix), 0) == 0  # nothing loops
+        assert await wait_depth(config, names.route_partition(prefix, 0), 0) == 0  # nothing loops
         router = worker.lanes.router if worker.lanes else None
         assert router is not None and router.dead_lettered == 5 and router.retried == 10
         assert settled[(ROUTE_STAGE, "dead-lettered")] == 5 and settled[(ROUTE_STAGE, "retry-scheduled")] == 10
@@ -85,7 +85,7 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
         channel = await connection.channel(publisher_confirms=True)
         for letter in letters:
             await channel.default_exchange.publish(
-                wire.onward(letter, dict(letter.headers or {})), names.route_queue(prefix)
+                wire.onward(letter, dict(letter.headers or {})), names.route_partition(prefix, 0)
             )
     async with Worker(config):
         await receiver.wait_for(lambda r: r.ok_ids(f"/hook/{doomed}") == {e.id for e in events}, 20)
@@ -102,7 +102,13 @@ async def test_a_lane_that_refuses_for_a_while_recovers_and_only_the_failed_copi
     holder = Event(type="hold.on", data={})
     config = await endpoint_config(
         [lane_endpoint(receiver, stuck, events=["order.*", "hold.*"]), lane_endpoint(receiver, fine)],
-        lanes={"count": LANES, "prefetch": 1, "route_attempts": 50, "route_retry_delay": "100ms"},
+        lanes={
+            "count": LANES,
+            "prefetch": 1,
+            "route_attempts": 50,
+            "route_retry_delay": "100ms",
+            "route_partitions": 1,
+        },
     )
     prefix = config.broker.prefix
     lane = names.lane_queue(prefix, 1)
@@ -132,7 +138,7 @@ async def test_a_lane_that_refuses_for_a_while_recovers_and_only_the_failed_copi
             # and once the lane has room, the stuck endpoint gets every event, none dead-lettered
             await receiver.wait_for(lambda r: r.ok_ids(f"/hook/{stuck}") >= {e.id for e in events}, 30)
             assert router.retried >= len(events) and router.dead_lettered == 0, (router.retried, router.dead_lettered)
-            assert await wait_depth(config, names.route_queue(prefix), 0) == 0
+            assert await wait_depth(config, names.route_partition(prefix, 0), 0) == 0
         # And the healthy endpoint got each event once: a nacked copy is owed alone, the others are not resent
         fine_got = Counter(r.event_id for r in receiver.received if r.path == f"/hook/{fine}")
         assert fine_got == Counter({e.id: 1 for e in events}), fine_got

@@ -33,6 +33,11 @@ def test_lane_names() -> None:
     assert names.lane_dlq(P, 3) == "warren.lane.3.dlq"
     assert names.lane_dead_key(3) == "lane.3"
     assert names.route_queue(P) == "warren.route"
+    assert names.route_exchange(P) == "warren.route.hash"
+    assert names.route_partition(P, 2) == "warren.route.p2"
+    assert names.ordered_lane_queue(P, 1) == "warren.lane.o1"
+    assert names.is_runtime_queue(P, "warren.route.roster") and names.is_runtime_queue(P, "warren.lane.o1.owner")
+    assert not names.is_runtime_queue(P, "warren.route.p1") and not names.is_runtime_queue(P, "warren.lane.o1")
 
 
 def test_lane_of_is_stable_across_processes() -> None:
@@ -62,7 +67,7 @@ def test_lanes_are_off_by_default_and_the_plan_is_unchanged() -> None:
     plain = config({"name": "acme"})
     assert plain.lanes.count == 0 and plain.endpoints[0].home == "dedicated"
     plan = plan_topology(plain)
-    assert not [q for q in plan.queues if ".lane." in q.name or q.name == names.route_queue(P)]
+    assert not [q for q in plan.queues if ".lane." in q.name or ".route" in q.name]
 
 
 def test_a_lane_endpoint_needs_lanes() -> None:
@@ -70,9 +75,13 @@ def test_a_lane_endpoint_needs_lanes() -> None:
         config(*lane_endpoints(1))
 
 
-def test_an_ordered_lane_endpoint_is_refused_for_now() -> None:
-    with pytest.raises(ValueError, match="ordering = 'key' is not available on a lane yet"):
-        config({"name": "billing", "home": "lane", "ordering": "key"}, lanes={"count": 4})
+def test_an_ordered_lane_endpoint_is_accepted_and_its_keys_spread_over_the_ordered_lanes() -> None:
+    loaded = config({"name": "billing", "home": "lane", "ordering": "key"}, lanes={"count": 4})
+    assert loaded.endpoints[0].home == "lane" and loaded.lanes.ordered_count == 4
+    assert loaded.lanes.route_partitions == 4
+    spread = {names.ordered_lane_of("billing", f"k{i}", 4) for i in range(64)}
+    assert spread == {0, 1, 2, 3}
+    assert names.ordered_lane_of("billing", "k1", 4) == names.ordered_lane_of("billing", "k1", 4)
 
 
 def test_the_lanes_section_is_read_from_the_file(tmp_path: Any) -> None:
@@ -110,23 +119,32 @@ def test_the_plan_declares_the_lanes_their_dlqs_and_the_router_and_its_dlq(plan:
         assert into_lane == {(names.delay_due_exchange(P), f"#.{queue.name}")}
         into_dead = {(b.source, b.routing_key) for b in plan.bindings if b.destination == dead.name}
         assert into_dead == {(names.dead_exchange(P), f"lane.{lane}")}
-    route = names.route_queue(P)
-    # the router's input: every event of both exchanges, and events sent round again through the delay chain;
-    # like a lane, the delivery limit's backstop routes to its own DLQ
-    assert dict(plan.queue(route).arguments) == {
-        "x-queue-type": "quorum",
-        "x-delivery-limit": DELIVERY_LIMIT,
-        "x-dead-letter-exchange": names.dead_exchange(P),
-        "x-dead-letter-routing-key": "route.stage",
-        "x-dead-letter-strategy": "at-least-once",
-        "x-overflow": "reject-publish",
-    }
-    into_route = {(b.source, b.routing_key) for b in plan.bindings if b.destination == route}
-    assert into_route == {
-        (names.events_exchange(P), "#"),
-        (names.tenants_exchange(P), "#"),
-        (names.delay_due_exchange(P), f"#.{route}"),
-    }
+    # the router's input: a consistent-hash exchange on warren-key, fed every event of both exchanges, over
+    # route partitions (single active consumer; events sent round again come back to their partition through
+    # the delay chain); like a lane, the delivery limit's backstop routes to its own DLQ
+    hashed = next(e for e in plan.exchanges if e.name == names.route_exchange(P))
+    assert hashed.type == "x-consistent-hash" and dict(hashed.arguments) == {"hash-header": "warren-key"}
+    into_hash = {(b.source, b.routing_key) for b in plan.bindings if b.destination == hashed.name}
+    assert into_hash == {(names.events_exchange(P), "#"), (names.tenants_exchange(P), "#")}
+    for index in range(4):
+        route = names.route_partition(P, index)
+        assert dict(plan.queue(route).arguments) == {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": DELIVERY_LIMIT,
+            "x-single-active-consumer": True,
+            "x-dead-letter-exchange": names.dead_exchange(P),
+            "x-dead-letter-routing-key": "route.stage",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        }
+        into_route = {(b.source, b.routing_key) for b in plan.bindings if b.destination == route}
+        assert into_route == {(hashed.name, "1"), (names.delay_due_exchange(P), f"#.{route}")}
+    assert not [q for q in plan.queues if q.name == names.route_queue(P)]
+    # ordered lanes: single active consumer, no binding (the router publishes to them by name)
+    for index in range(4):
+        ordered = plan.queue(names.ordered_lane_queue(P, index))
+        assert ordered.arguments["x-single-active-consumer"] is True
+        assert not [b for b in plan.bindings if b.destination == ordered.name]
     route_dlq = plan.queue(names.route_dlq(P))
     assert "x-dead-letter-exchange" not in route_dlq.arguments and "x-message-ttl" not in route_dlq.arguments
     into_route_dlq = {(b.source, b.routing_key) for b in plan.bindings if b.destination == route_dlq.name}

@@ -247,6 +247,8 @@ def compare(
 
 _LEVEL = re.compile(r"\.delay\.l([0-9]+)(?:\.q)?$")  # ASCII: \d would read "l٣" (another script) as level 3
 _LANE = re.compile(r"\.lane\.([0-9]+)(?:\.dlq)?")  # a lane or its DLQ, after the prefix (ASCII digits)
+_ROUTE_PARTITION = re.compile(r"\.route\.p[0-9]+")  # a route partition, after the prefix
+_ORDERED_LANE = re.compile(r"\.lane\.o[0-9]+")  # an ordered lane, after the prefix
 
 
 def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:
@@ -260,8 +262,20 @@ def _runtime(kind: Kind, record: Mapping[str, Any], prefix: str) -> bool:
 
 def _lane_reason(name: str, prefix: str, lanes: int) -> str | None:
     """Why a lane, a lane's DLQ or the routing stage's queue is not in the plan, or None when it is none of them."""
+    if name == names.route_queue(prefix) and lanes:
+        return (
+            "the single routing queue of an earlier release (now route partitions): workers move what it holds "
+            "into them; --prune deletes it once empty"
+        )
     if name == names.route_queue(prefix) or name.startswith(f"{names.route_queue(prefix)}."):
-        return "lanes are off ([lanes] count = 0): no worker routes to lane endpoints" if not lanes else None
+        if not lanes:
+            return "lanes are off ([lanes] count = 0): no worker routes to lane endpoints"
+        if _ROUTE_PARTITION.fullmatch(name[len(prefix) :]):
+            return "beyond [lanes] route_partitions: no worker routes from it (raise the count again until it is empty)"
+        return None
+    ordered = _ORDERED_LANE.fullmatch(name[len(prefix) :]) if name.startswith(prefix) else None
+    if ordered is not None:
+        return "beyond [lanes] ordered_count, or lanes are off: workers no longer consume this ordered lane"
     lane = _LANE.fullmatch(name[len(prefix) :]) if name.startswith(prefix) else None
     if lane is None:
         return None

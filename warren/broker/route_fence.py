@@ -7,8 +7,9 @@ just after the create could be taken by a router that had not heard yet, and ack
 
 So the announcement of a lane endpoint asks for replies: it carries ``reply_to`` (an exclusive queue of the
 caller's) and each worker that routes answers once the endpoint is in its router's index
-(warren/consumers/live_endpoints.py). The caller counts the routers first (the consumers of the routing queue,
-one per routing worker) and waits for that many answers, at most ``[lanes] apply_wait``. A router that does not
+(warren/consumers/live_endpoints.py). The caller counts the routers first (the consumers of the routers' roster
+``{prefix}.route.roster``, one per routing worker, whatever route partitions each has claimed) and waits for
+that many answers, at most ``[lanes] apply_wait``. A router that does not
 answer in time (a worker stalled) is logged, never an error: the endpoint is created and will be served; only
 an event published in that worker's window may miss it, as before this wait.
 """
@@ -20,6 +21,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+import aiormq.exceptions
 from aio_pika import Message
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
@@ -48,6 +50,18 @@ class RoutersHeard:
         return self.answered >= self.routers
 
 
+async def _routers(connection: AbstractConnection, prefix: str) -> int:
+    """The routing workers running: the consumers of the routers' roster (none while it does not exist)."""
+    channel = await connection.channel()
+    try:
+        roster = await channel.declare_queue(names.route_roster(prefix), passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return 0
+    with contextlib.suppress(Exception):
+        await close_channel(channel)
+    return roster.declaration_result.consumer_count or 0
+
+
 def routed_reply(worker: str) -> Message:
     """What a routing worker answers once the announced endpoint is in its router's index."""
     return Message(ROUTED, message_id=worker)
@@ -59,8 +73,8 @@ async def announce_to_routers(
     """Announce ``record`` (a lane endpoint's) and wait up to ``wait`` seconds for every running router's answer."""
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     try:
-        route = await existing_queue(channel, names.route_queue(prefix))
-        routers = route.declaration_result.consumer_count or 0
+        await existing_queue(channel, names.route_partition(prefix, 0))  # `warren setup` has made the routing stage
+        routers = await _routers(connection, prefix)
         answered: set[str] = set()
         everyone = asyncio.Event()
 

@@ -231,9 +231,12 @@ async def collect_status(
         )
         routing: tuple[QueueRow, ...] = ()
         if config.lanes.count:
+            partitions = [names.route_partition(prefix, i) for i in range(config.lanes.route_partitions)]
+            ordered = [names.ordered_lane_queue(prefix, i) for i in range(config.lanes.ordered_count)]
             routing = (
-                await row(names.route_queue(prefix), "routing stage"),
+                *[await row(name, f"routing stage partition {i}") for i, name in enumerate(partitions)],
                 await row(names.route_dlq(prefix), "routing stage dead letters"),
+                *[await row(name, f"ordered lane {i}") for i, name in enumerate(ordered)],
             )
     finally:
         await probe.close()

@@ -20,17 +20,14 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.consumers.claimed_partitions import consume_again
 from warren.consumers.key_lanes import PartitionLanes
 from warren.core.deadlines import within
-from warren.core.errors import describe
 from warren.topology.config import Endpoint
 
 __all__ = ["EndpointConsumers"]
 
 log = logging.getLogger("warren.worker")
-
-REOPEN_TRIES = 30  # a handed-back partition is consumed again on a fresh channel; tries, REOPEN_PAUSE apart
-REOPEN_PAUSE = 1.0
 
 
 class EndpointConsumers:
@@ -106,17 +103,12 @@ class EndpointConsumers:
         if self._lanes.get(name) is not lanes:
             return
         await self._close_partition(name)
-        for _ in range(REOPEN_TRIES):
-            if not (self._accepting and self.paused_reason is None and name in self.assigned):
-                return
-            try:
-                await self._consume(name)
-                return
-            except Exception as exc:  # the link is down, most likely: the partition stays claimed, so try again
-                log.warning("could not consume %s again (%s); retrying", name, describe(exc))
-                await self._close_partition(name)
-                await asyncio.sleep(REOPEN_PAUSE)
-        log.error("partition %s not consumed again after %d tries", name, REOPEN_TRIES)
+        await consume_again(
+            name,
+            lambda: self._accepting and self.paused_reason is None and name in self.assigned,
+            lambda: self._consume(name),
+            lambda: self._close_partition(name),
+        )
 
     async def _close_partition(self, name: str) -> None:
         self._lanes.pop(name, None)
@@ -180,6 +172,11 @@ class EndpointConsumers:
 
     async def resume(self) -> None:
         await self.start_consuming()
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether this endpoint consumes partitions of its own (claimed per worker): an ordered dedicated one."""
+        return self.ordered and self.endpoint.home != "lane"
 
     def connected(self) -> bool:
         """Whether the delivery connection is up (a robust connection may be between two attempts)."""

@@ -45,8 +45,14 @@ def lane_key(message: AbstractIncomingMessage) -> str:
 class PartitionLanes:
     """The lanes of one partition channel. ``dispatch`` is the channel's consumer callback."""
 
-    def __init__(self, handle: Handler, on_returned: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        handle: Handler,
+        on_returned: Callable[[], Awaitable[None]],
+        key: Callable[[AbstractIncomingMessage], str] = lane_key,
+    ) -> None:
         self._handle = handle
+        self._key = key  # which lane a delivery joins (an ordered lane's: endpoint and key)
         self._on_returned = on_returned
         self._lanes: dict[str, deque[AbstractIncomingMessage]] = {}
         self._delivered_at: dict[int, float] = {}  # delivery tag -> when it arrived (the hold clock starts)
@@ -81,7 +87,7 @@ class PartitionLanes:
         tag = message.delivery_tag or 0
         self._delivered_at[tag] = time.monotonic()
         self.acks.track(message)
-        key = lane_key(message)
+        key = self._key(message)
         lane = self._lanes.get(key)
         if lane is not None:
             lane.append(message)

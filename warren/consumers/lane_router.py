@@ -11,6 +11,14 @@ copies that failed, and after ``[lanes] route_attempts`` attempts it goes to ``{
 failure are duplicates, bounded by the attempts, which receivers drop by ``webhook-id``. A worker killed mid-way
 leaves its unacked events to RabbitMQ, which hands them to another router.
 
+The input is partitioned by key (docs/architecture.md, "Routing partitioned by key"): ``{prefix}.route.hash``,
+a consistent-hash exchange on ``warren-key``, feeds ``[lanes] route_partitions`` queues with single active
+consumer, claimed a fair share per router (warren/consumers/partition_claims.py, roster ``{prefix}.route.roster``).
+Inside a partition the events of one key are routed one at a time in arrival order, different keys side by
+side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order. A failed
+copy owed to an ordered lane endpoint is retried in place, holding its key (``route_retry_delay``, doubling);
+an event that owes only unordered endpoints goes round through the delay chain back to its partition.
+
 The copies of one event share its ``message_id`` (it is the ``webhook-id``), and aiormq matches a returned
 message to its publish by that id; so two deliveries of one event (a publisher's retry) are routed one after
 the other here, never side by side on the one publishing channel.
@@ -25,14 +33,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker import wire
-from warren.broker.amqp.ack_batcher import AckBatcher
-from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.hooks import Settlement
+from warren.consumers.key_lanes import lane_key
 from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.route_attempts import (
     RouteState,
@@ -41,10 +49,12 @@ from warren.consumers.route_attempts import (
     route_dead_headers,
     route_delay,
     route_retry_headers,
-    route_state,
+    route_state_in,
 )
+from warren.consumers.route_migration import RouteMigration
 from warren.core.errors import PublishError, UnroutableError, describe
 from warren.topology import names
+from warren.topology.config import Endpoint
 from warren.topology.delays import delay_routing_key
 
 __all__ = ["ROUTE_FAILURE_PAUSE", "ROUTE_STAGE", "LaneRouter"]
@@ -73,6 +83,8 @@ class LaneRouter:
         attempts: int = 10,
         retry_delay: float = 1.0,
         settled: Callable[[str, Settlement], None] = lambda endpoint, how: None,
+        partitions: int = 1,
+        ordered_lanes: int = 1,
     ) -> None:
         self.prefix = prefix
         self.lanes = lanes
@@ -86,13 +98,16 @@ class LaneRouter:
         self.copies = 0  # copies confirmed into lanes
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
+        self.ordered_lanes = ordered_lanes
         self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
-        self._channel: AbstractChannel | None = None
         self._publisher: ConfirmChannel | None = None
-        self._queue: AbstractQueue | None = None
-        self._tag: str | None = None
+        self.migration = RouteMigration(prefix)
+        self._migration: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._acks = AckBatcher()  # the routed events' acks, coalesced as the work queues' are
+        # The route partitions this worker claimed (partition_claims.py assigns them), each into per-key lanes.
+        self.partitions = ClaimedPartitions(
+            [names.route_partition(prefix, i) for i in range(partitions)], prefetch, self._on_event, key=_route_key
+        )
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
         # wait (unacked, at most the prefetch) while the follower reconnects and reads the stream again.
@@ -100,17 +115,16 @@ class LaneRouter:
         self.index_current.set()
 
     async def start(self, connection: AbstractRobustConnection) -> None:
+        """Open the publishing channel; the partitions are consumed as the claims assign them."""
         self._publisher = await ConfirmChannel(connection).open()
-        self._channel = await connection.channel()
-        await self._channel.set_qos(prefetch_count=self.prefetch)
-        self._queue = await self._channel.get_queue(names.route_queue(self.prefix), ensure=True)
-        self._tag = await self._queue.consume(self._on_event)
+        self.partitions.open(connection)
+        # An earlier release's single routing queue, if any, moved into the partitions (route_migration.py).
+        self._migration = asyncio.create_task(self.migration.run(connection, self._publisher), name="route-migration")
 
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
-        self._acks.track(message)
         try:
             await self._route(message)
         finally:
@@ -125,42 +139,62 @@ class LaneRouter:
         assert self._publisher is not None
         await self.index_current.wait()
         headers = dict(message.headers or {})
-        state = route_state(
-            headers,
-            message.exchange,
-            message.routing_key,
-            events=names.events_exchange(self.prefix),
-            tenants=names.tenants_exchange(self.prefix),
-        )
+        state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
         targets = [
             e
             for e in self.index.subscribers(state.tenant, state.event_type)
             if state.owed is None or e.name in state.owed
         ]
         copy = copy_headers(headers)
-        publishes = []
-        for endpoint in targets:
-            lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
-            what = f"event {message.message_id} for lane endpoint {endpoint.name}"
-            publishes.append(
-                self._publisher.publish(
-                    "", wire.onward(message, {**copy, wire.H_ENDPOINT: endpoint.name}), lane, what=what
-                )
+        key = lane_key(message)
+        while True:
+            results = await asyncio.gather(
+                *(self._copy(message, copy, e, key) for e in targets), return_exceptions=True
             )
-        results = await asyncio.gather(*publishes, return_exceptions=True)
-        failed = [e.name for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
-        if failed:
+            failed = [e for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
+            if not failed:
+                break
             errors = [r for r in results if isinstance(r, BaseException)]
             returned = any(isinstance(r, UnroutableError) for r in errors)
-            owed = owed_after([e.name for e in targets], failed, returned=returned, previous=state.owed)
-            await self._route_again(
-                message, headers, state, owed, f"{len(failed)} of {len(results)} copies failed: {describe(errors[0])}"
+            owed = owed_after(
+                [e.name for e in targets], [e.name for e in failed], returned=returned, previous=state.owed
             )
-            return
-        with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
-            await self._acks.ack(message)
+            why = f"{len(failed)} of {len(results)} copies failed: {describe(errors[0])}"
+            if not any(e.ordering == "key" for e in failed) or state.attempts + 1 >= self.attempts:
+                await self._route_again(message, headers, state, owed, why)
+                return
+            # An ordered endpoint is owed: retried in place, holding the key, so no later event of it overtakes.
+            state = RouteState(state.tenant, state.event_type, state.attempts + 1, owed)
+            targets = [e for e in targets if owed is None or e.name in owed]
+            delay = route_delay(state.attempts, self.retry_delay)
+            log.warning("event %s not routed (%s); routing attempt %d in place in %.1f s", message.message_id, why,
+                        state.attempts + 1, delay)  # fmt: skip
+            self.settled(ROUTE_STAGE, "retry-scheduled")
+            lanes = self.partitions.lanes_of(message)
+            if lanes is None or await lanes.wait(delay):
+                return  # the partition is being handed back: the event returns to its head, unacked
+        await self._ack(message)
         self.routed += 1
         self.copies += len(results)
+
+    def _copy(self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: Endpoint, key: str) -> Any:
+        """Publish ``endpoint``'s copy (confirmed, mandatory): an ordered one to its key's ordered lane."""
+        assert self._publisher is not None
+        if endpoint.ordering == "key":
+            lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
+        else:
+            lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
+        what = f"event {message.message_id} for lane endpoint {endpoint.name}"
+        return self._publisher.publish(
+            "", wire.onward(message, {**copy, wire.H_ENDPOINT: endpoint.name}), lane, what=what
+        )
+
+    async def _ack(self, message: AbstractIncomingMessage) -> None:
+        lanes = self.partitions.lanes_of(message)
+        if lanes is None:
+            return  # its channel is gone: RabbitMQ has it back, and routes it again (duplicates)
+        with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
+            await lanes.acks.ack(message)
 
     async def _route_again(
         self,
@@ -189,7 +223,8 @@ class LaneRouter:
                 "event %s not routed (%s); routing attempt %d in %.1f s", message.message_id, why, attempts + 1, delay
             )
             exchange = names.delay_exchange(self.prefix, self.delay_levels - 1)
-            key = delay_routing_key(delay, self.delay_levels, names.route_queue(self.prefix))
+            partition = self.partitions.partition_of(message) or names.route_partition(self.prefix, 0)
+            key = delay_routing_key(delay, self.delay_levels, partition)
             moved = route_retry_headers(headers, state, owed)
             how = "retry-scheduled"
         try:
@@ -201,12 +236,9 @@ class LaneRouter:
                 "could not move event %s (%s); it goes back to the routing queue", message.message_id, describe(exc)
             )
             await asyncio.sleep(ROUTE_FAILURE_PAUSE)
-            with contextlib.suppress(Exception):
-                await message.nack(requeue=True)
-            self._acks.settled(message)
+            self.partitions.hand_back(message)  # the whole partition, to its head in order
             return
-        with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
-            await self._acks.ack(message)
+        await self._ack(message)
         self.settled(ROUTE_STAGE, how)
         if how == "dead-lettered":
             self.dead_lettered += 1
@@ -214,16 +246,21 @@ class LaneRouter:
             self.retried += 1
 
     async def stop(self) -> None:
-        """Stop taking events; those being routed finish (or go back with the channel)."""
-        if self._queue is not None and self._tag is not None:
-            with contextlib.suppress(Exception):
-                await self._queue.cancel(self._tag)
-            self._tag = None
+        """Stop taking events; those being routed finish, the rest go back with their partitions' channels."""
+        await self.partitions.stop()
 
     async def close(self, grace: float) -> None:
+        if self._migration is not None:
+            self._migration.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._migration
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
-        await self._acks.close()
-        await close_channel(self._channel)
+        await self.partitions.close(grace)
         if self._publisher is not None:
             await self._publisher.close()
+
+
+def _route_key(message: AbstractIncomingMessage) -> str:
+    """An event's lane in its partition: its ``warren-key``; without one (a raw AMQP publish), a lane of its own."""
+    return lane_key(message) or f"\x00{message.delivery_tag}"

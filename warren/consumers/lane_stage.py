@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from aio_pika.abc import AbstractRobustConnection
 
@@ -23,6 +24,9 @@ from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
+from warren.consumers.ordered_lanes import OrderedLaneRunner, OrderedLanes
+from warren.consumers.partition_claims import PartitionClaims
+from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import delay_levels
 from warren.transport.base import Transport
@@ -39,7 +43,20 @@ class LaneStage:
         self.runners = runners
         prefix, lanes = config.broker.prefix, config.lanes
         self.index = SubscriptionIndex()
-        self.consumer = LaneConsumer(prefix, lanes.count, lanes.prefetch, runners, hooks, known=self.index.__contains__)
+        known = self.index.__contains__
+        self.consumer = LaneConsumer(
+            prefix, lanes.count, lanes.prefetch, runners, hooks, known=known, ordered_count=lanes.ordered_count
+        )
+        self.ordered = OrderedLanes(
+            prefix,
+            lanes.ordered_count,
+            lanes.prefetch,
+            runners,
+            hooks,
+            known,
+            config.delivery.ordered_hold_limit,
+            lanes=lanes.count,
+        )
         self.router = LaneRouter(
             prefix,
             lanes.count,
@@ -49,15 +66,28 @@ class LaneStage:
             attempts=lanes.route_attempts,
             retry_delay=lanes.route_retry_delay,
             settled=hooks.settled,
+            partitions=lanes.route_partitions,
+            ordered_lanes=lanes.ordered_count,
+        )
+        # Who consumes which route partition and which ordered lane: a fair share each (partition_claims.py).
+        urls, interval = config.broker.urls, config.worker.rebalance_interval
+        self.claims = (
+            PartitionClaims(
+                urls, self.ordered, interval, roster=names.ordered_lane_roster(prefix), label="ordered lanes"
+            ),
+            PartitionClaims(urls, self.router.partitions, interval, roster=names.route_roster(prefix), label="route"),
         )
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None
         self._transport: Transport | None = None
 
-    def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner:
+    def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner | OrderedLaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
-        return LaneRunner(
+        ordered = endpoint.ordering == "key"
+        kind: type[LaneRunner | OrderedLaneRunner] = OrderedLaneRunner if ordered else LaneRunner
+        feed: dict[str, Any] = {"ordered": self.ordered} if ordered else {"channel_acks": self.consumer.acks_of}
+        return kind(
             endpoint,
             endpoint.retry_policy(self.config.retry),
             self.config.delivery,
@@ -66,7 +96,7 @@ class LaneStage:
             delay_levels=delay_levels,
             transport=transport,
             hooks=self.hooks,
-            channel_acks=self.consumer.acks_of,
+            **feed,
         )
 
     def route_unserved(self, layout: Endpoint) -> None:
@@ -93,7 +123,7 @@ class LaneStage:
         self.index.add(endpoint)
         self.runners.defer(endpoint)
 
-    def build(self, endpoint: Endpoint) -> LaneRunner:
+    def build(self, endpoint: Endpoint) -> LaneRunner | OrderedLaneRunner:
         """A deferred endpoint's runner, now and without a wait: what ``Worker.serve_endpoint`` does for one.
 
         A held endpoint (paused, disabled, circuit open) does not accept yet: its messages are parked until
@@ -122,18 +152,27 @@ class LaneStage:
         for endpoint in endpoints:
             self.index.add(endpoint)
         self._health, self._transport = health, transport
-        await self._publishing_channel(connection)
+        self.ordered.publisher = await self._publishing_channel(connection)
         self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
+        self.ordered.open(connection)
         await self.router.start(connection)
+        for claims in self.claims:  # the ordered lanes first: their copies wait for nobody else
+            await claims.start()
 
     async def stop(self) -> None:
+        for claims in self.claims:
+            await claims.halt()
         await self.router.stop()
         await self.consumer.stop()
+        await self.ordered.stop()
 
     async def close(self, grace: float) -> None:
         await self.router.close(grace)
         await self.consumer.close(grace)
+        await self.ordered.close(grace)
+        for claims in self.claims:
+            await claims.close()
         if self._publishing is not None:
             await self._publishing.close()
 

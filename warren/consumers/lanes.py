@@ -42,6 +42,7 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.key_lanes import lane_key
 from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
 from warren.consumers.settling import Settler
 from warren.topology import names
@@ -56,6 +57,7 @@ __all__ = [
     "UNSERVED_PARK_DELAY",
     "LaneConsumer",
     "LaneRunner",
+    "SharedHomeRunner",
 ]
 
 log = logging.getLogger("warren.worker")
@@ -68,8 +70,9 @@ UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked
 UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
 
-class LaneRunner(EndpointRunner):
-    """One lane endpoint's delivery: fed by the ``LaneConsumer``; consumes no queue of its own."""
+class SharedHomeRunner(EndpointRunner):
+    """A lane endpoint's runner: consumes no queue of its own (its lane's consumer feeds it); its dead letters go
+    to its lane's DLQ (``lane_of`` its name), whichever lane its copies travel in."""
 
     def __init__(
         self,
@@ -82,7 +85,7 @@ class LaneRunner(EndpointRunner):
         delay_levels: int,
         transport: Transport,
         hooks: DeliveryHooks,
-        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None],
+        channel_acks: Callable[[AbstractIncomingMessage], AckBatcher | None] | None = None,
     ) -> None:
         self.lane = names.lane_of(endpoint.name, lanes)
         super().__init__(
@@ -98,10 +101,12 @@ class LaneRunner(EndpointRunner):
         )
         self.settler.dead_key = names.lane_dead_key(self.lane)  # dead letters to the lane's DLQ
         self.slots = asyncio.Semaphore(endpoint.concurrency)  # the endpoint's FIFO: at most concurrency at once
-        self.assigned = []
+        # Its lane counts as assigned: endpoint health probes an open circuit only of a runner with something
+        # assigned (an ordered endpoint whose partitions all went elsewhere has nothing to probe with); with none,
+        # a lane endpoint's open circuit was never probed by any worker, and it stayed held for good.
 
     async def open(self, connection: AbstractRobustConnection) -> None:
-        await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's is the LaneConsumer's
+        await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's consumer has it
 
     async def start_consuming(self) -> None:
         self._accepting = True
@@ -109,6 +114,10 @@ class LaneRunner(EndpointRunner):
 
     def accepts(self, message: AbstractIncomingMessage) -> bool:
         return self._accepting
+
+
+class LaneRunner(SharedHomeRunner):
+    """One lane endpoint's delivery: fed by the ``LaneConsumer``."""
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's
@@ -167,8 +176,10 @@ class LaneConsumer:
         runners: Mapping[str, EndpointRunner],
         hooks: DeliveryHooks,
         known: Callable[[str], bool] = lambda name: False,
+        ordered_count: int = 1,
     ) -> None:
         """``known(name)``: the endpoint is a lane endpoint this worker routes to (in its router's index)."""
+        self.ordered_count = ordered_count
         self.prefetch = prefetch
         self.runners = runners
         self.known = known
@@ -221,6 +232,13 @@ class LaneConsumer:
             or ""
         )
         runner = self.runners.get(name)
+        if runner is not None and runner.ordered and runner.endpoint.home == "lane":
+            # An ordered lane endpoint's letter replayed from its lane's DLQ: to its key's ordered lane.
+            assert self.settler is not None
+            key = names.ordered_lane_of(name, lane_key(message), self.ordered_count)
+            await self.settler.forward(message, "", names.ordered_lane_queue(self.prefix, key))
+            self.hooks.settled(name, "parked")
+            return
         if not isinstance(runner, LaneRunner):
             if runner is not None:
                 # The endpoint has queues of its own now (promoted while this copy was in its lane, or on its way

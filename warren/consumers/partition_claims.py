@@ -1,4 +1,5 @@
-"""Spreading an ordered endpoint's partitions across worker processes.
+"""Spreading single-active-consumer queues across worker processes: an ordered endpoint's partitions, the
+routing stage's partitions, the ordered lanes (anything ``Claimable``).
 
 On RabbitMQ 3.10 the first consumer registered on a single-active-consumer queue stays active, so a worker
 that starts first would own every partition. Instead each worker claims a fair share, ``ceil(P / W)``:
@@ -23,16 +24,16 @@ import logging
 import math
 import os
 import random
+from typing import Protocol
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.broker.amqp.connection import Nodes, connect_once
-from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.fleet import join_roster
 from warren.core.errors import describe
 
-__all__ = ["PartitionClaims", "fair_share"]
+__all__ = ["Claimable", "PartitionClaims", "fair_share"]
 
 log = logging.getLogger("warren.partitions")
 
@@ -42,14 +43,34 @@ def fair_share(partitions: int, workers: int) -> int:
     return math.ceil(partitions / max(1, workers))
 
 
-class PartitionClaims:
-    """Claims and releases one ordered endpoint's partitions for this worker, every ``interval`` seconds."""
+class Claimable(Protocol):
+    """What claims hand partitions to: an ordered endpoint's runner, the router, the ordered lanes' consumer."""
 
-    def __init__(self, nodes: Nodes, runner: EndpointRunner, interval: float) -> None:
+    queue_names: list[str]
+
+    def connected(self) -> bool: ...
+
+    def busy(self, queue_name: str) -> bool: ...
+
+    async def assign(self, name: str) -> None: ...
+
+    async def unassign(self, name: str) -> None: ...
+
+
+class PartitionClaims:
+    """Claims and releases ``runner``'s partitions for this worker, every ``interval`` seconds.
+
+    ``roster`` is the queue every worker consuming them joins (by default ``<partitions' stem>.roster``, an ordered
+    endpoint's); ``label`` names them in logs."""
+
+    def __init__(
+        self, nodes: Nodes, runner: Claimable, interval: float, *, roster: str | None = None, label: str | None = None
+    ) -> None:
         self.nodes = nodes
         self.runner = runner
         self.interval = interval
-        self.roster_name = f"{runner.queue_names[0].rsplit('.', 1)[0]}.roster"
+        self.roster_name = roster or f"{runner.queue_names[0].rsplit('.', 1)[0]}.roster"
+        self.label = label or str(getattr(getattr(runner, "endpoint", None), "name", self.roster_name))
         self.owned: list[str] = []
         self._connection: AbstractConnection | None = None
         self._channel: AbstractChannel | None = None
@@ -59,7 +80,7 @@ class PartitionClaims:
     async def start(self) -> None:
         await self._connect()
         await self.rebalance()
-        self._task = asyncio.create_task(self._loop(), name=f"claims-{self.runner.endpoint.name}")
+        self._task = asyncio.create_task(self._loop(), name=f"claims-{self.label}")
 
     async def halt(self) -> None:
         """Stop rebalancing; the claims stay held until ``close`` (after the runner has drained)."""
@@ -177,5 +198,5 @@ class PartitionClaims:
         if sorted(self.owned) != before:
             log.info(
                 "partitions owned",
-                extra={"endpoint": self.runner.endpoint.name, "owned": sorted(self.owned), "target": target},
+                extra={"endpoint": self.label, "owned": sorted(self.owned), "target": target},
             )

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from warren.topology import headers as h
+from warren.topology import names
 
 __all__ = [
     "OWED_MAX",
@@ -35,8 +36,10 @@ __all__ = [
     "owed_after",
     "route_dead_headers",
     "route_delay",
+    "route_moved_headers",
     "route_retry_headers",
     "route_state",
+    "route_state_in",
 ]
 
 ROUTE_DELAY_CAP = 60.0  # seconds: the longest wait between two routing attempts
@@ -74,6 +77,15 @@ def route_state(
         h.header_text(headers.get(h.H_ROUTE_TYPE)) or "",
         max(0, min(attempts, h.MAX_COUNTED)),
         owed,
+    )
+
+
+def route_state_in(
+    prefix: str, headers: Mapping[str, Any], exchange: str | None, routing_key: str | None
+) -> RouteState:
+    """``route_state`` of an event delivered from ``exchange`` with ``routing_key`` in deployment ``prefix``."""
+    return route_state(
+        headers, exchange, routing_key, events=names.events_exchange(prefix), tenants=names.tenants_exchange(prefix)
     )
 
 
@@ -120,4 +132,12 @@ def route_dead_headers(
     out = route_retry_headers(headers, state, owed)
     out[h.H_DEAD_REASON] = reason
     out[h.H_DEAD_AT] = dead_ms
+    return out
+
+
+def route_moved_headers(headers: Mapping[str, Any], state: RouteState) -> dict[str, Any]:
+    """The headers of an event moved from an earlier release's routing queue: what it is and whom it owes, its
+    attempts unchanged (it comes to the router from another exchange than the one it was published to)."""
+    out = route_retry_headers(headers, state, state.owed)
+    out[h.H_ROUTE_ATTEMPT] = state.attempts
     return out

@@ -180,10 +180,12 @@ class Settler:
         key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
         await self._move(message, self._delay_exchange, key, headers, "parked")
 
-    async def forward(self, message: AbstractIncomingMessage, exchange: str) -> None:
+    async def forward(self, message: AbstractIncomingMessage, exchange: str, routing_key: str | None = None) -> None:
         """Move the message untouched (its attempt count kept) into ``exchange``, confirmed, then ack it: a lane
-        endpoint's copy following the endpoint to the queues of its own it was promoted to."""
-        await self._move(message, exchange, message.routing_key or "", wire.untouched_headers(message), "parked")
+        endpoint's copy following the endpoint to the queues of its own it was promoted to (or an ordered lane
+        endpoint's, replayed into its lane, to its key's ordered lane: ``routing_key``)."""
+        key = message.routing_key or "" if routing_key is None else routing_key
+        await self._move(message, exchange, key, wire.untouched_headers(message), "parked")
 
     async def _move(
         self,

@@ -136,7 +136,7 @@ class Worker:
         await self.health.start()
         log.info("endpoint states read")
         for runner in self.runners.values():
-            if runner.ordered and self.spread_partitions:
+            if runner.partitioned and self.spread_partitions:
                 # Partitions are consumed as they are claimed, so that several workers share them.
                 runner.assigned = []
                 self.claims[runner.endpoint.name] = PartitionClaims(
@@ -203,7 +203,7 @@ class Worker:
         try:
             may_consume = await self.health.serve(endpoint.name, runner)
             claims = None
-            if runner.ordered and self.spread_partitions:
+            if runner.partitioned and self.spread_partitions:
                 runner.assigned = []
                 claims = PartitionClaims(self.config.broker.urls, runner, self.config.worker.rebalance_interval)
                 self.claims[endpoint.name] = claims

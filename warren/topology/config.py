@@ -145,11 +145,6 @@ class Endpoint(_Frozen):
             raise ValueError("all_tenants applies only to an endpoint without a tenant")
         if self.burst is not None and self.rate_limit is None:
             raise ValueError("burst applies only with a rate_limit")
-        if self.home == "lane" and self.ordering == "key":
-            raise ValueError(
-                "ordering = 'key' is not available on a lane yet (ordered lane endpoints are not built): "
-                "give this endpoint home = 'dedicated'"
-            )
         check_signing(self.signing, self.secret)
         return self
 

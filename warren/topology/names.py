@@ -36,6 +36,9 @@ __all__ = [
     "lane_of",
     "lane_queue",
     "operator_exchange",
+    "ordered_lane_of",
+    "ordered_lane_queue",
+    "ordered_lane_roster",
     "partition_owner",
     "partition_queue",
     "partition_roster",
@@ -43,7 +46,10 @@ __all__ = [
     "queue_endpoint",
     "route_dead_key",
     "route_dlq",
+    "route_exchange",
+    "route_partition",
     "route_queue",
+    "route_roster",
     "state_queue",
     "tenant_routing_key",
     "tenants_exchange",
@@ -124,6 +130,37 @@ def route_dlq(prefix: str) -> str:
 def route_dead_key() -> str:
     """The routing key on the dead exchange for the routing stage (the ``.`` keeps it apart from endpoint names)."""
     return "route.stage"
+
+
+def route_exchange(prefix: str) -> str:
+    """The routing stage's input: a consistent-hash exchange (header ``warren-key``) over the route partitions,
+    bound ``#`` on the events and tenants exchanges (docs/architecture.md, "Routing partitioned by key")."""
+    return f"{prefix}.route.hash"
+
+
+def route_partition(prefix: str, index: int) -> str:
+    """Route partition ``index``: a quorum queue with single active consumer, claimed by one routing worker."""
+    return f"{prefix}.route.p{index}"
+
+
+def route_roster(prefix: str) -> str:
+    """The roster every routing worker consumes: its consumer count is the number of routers."""
+    return f"{prefix}.route.roster"
+
+
+def ordered_lane_queue(prefix: str, index: int) -> str:
+    """Ordered lane ``index``: a quorum queue with single active consumer shared by ordered lane endpoints."""
+    return f"{prefix}.lane.o{index}"
+
+
+def ordered_lane_roster(prefix: str) -> str:
+    """The roster every worker consuming ordered lanes consumes (the claims' fair share)."""
+    return f"{prefix}.lane.ordered.roster"
+
+
+def ordered_lane_of(endpoint: str, key: str, count: int) -> int:
+    """The ordered lane of ``endpoint``'s key ``key`` among ``count`` (BLAKE2b of both, stable everywhere)."""
+    return lane_of(f"{endpoint}\x00{key}", count)
 
 
 def lane_of(endpoint: str, count: int) -> int:
@@ -259,6 +296,8 @@ def is_runtime_queue(prefix: str, queue: str) -> bool:
     leave them alone: they belong to live connections, and vanish with them.
     """
     head = f"{prefix}.ep."
+    if queue.startswith((f"{prefix}.route.", f"{prefix}.lane.")):
+        return queue.endswith((".roster", ".owner"))  # the routers' and ordered lanes' roster and claims
     if queue.startswith(f"{prefix}.health."):
         return queue.endswith((".roster", ".probe"))
     if not queue.startswith(head):

@@ -7,6 +7,7 @@ from warren.topology.config import Endpoint, InboundSource, WarrenConfig
 from warren.topology.delays import level_count
 from warren.topology.headers import H_KEY
 from warren.topology.plan import Arguments, Binding, Exchange, Plan, Queue
+from warren.topology.settings import LaneSettings
 
 __all__ = [
     "DELIVERY_LIMIT",
@@ -167,34 +168,45 @@ def _inbound_objects(config: WarrenConfig, source: InboundSource) -> tuple[list[
     return [queue, dead], bindings
 
 
-def _lane_objects(prefix: str, qtype: str, count: int) -> tuple[list[Queue], list[Binding]]:
-    """The lanes (docs/architecture.md, "Lanes"): ``count`` shared queues, a DLQ each, the router's input and DLQ.
+def _lane_objects(prefix: str, qtype: str, lanes: LaneSettings) -> tuple[list[Exchange], list[Queue], list[Binding]]:
+    """The lanes (docs/architecture.md, "Lanes"): shared queues, a DLQ each, ordered lanes, the router's input.
 
     A lane is consumed like a work queue: retries come back to it through the delay chain by its name, and its
     dead letters go to the dead exchange keyed ``lane.<i>``, so that each lane's DLQ holds only its lane's.
-    The router's queue takes every event of both exchanges (``#``): it alone decides which lane endpoints
-    subscribe, from its index, so the broker holds no binding per lane endpoint.
+    The router's input takes every event of both exchanges (``#``) into a consistent-hash exchange on
+    ``warren-key`` over ``route_partitions`` partitions (single active consumer, claimed per router): it alone
+    decides which lane endpoints subscribe, from its index, so the broker holds no binding per lane endpoint.
+    Ordered lanes (single active consumer) hold ordered lane endpoints' copies; they never see the delay chain.
     """
     queues: list[Queue] = []
     bindings: list[Binding] = []
-    for lane in range(count):
+    for lane in range(lanes.count):
         dead_key = names.lane_dead_key(lane)
         queue = Queue(names.lane_queue(prefix, lane), _backstop(prefix, qtype, dead_key), role=f"lane {lane}")
         dead = Queue(names.lane_dlq(prefix, lane), queue_arguments(qtype), role=f"lane {lane} dead letters")
         queues += [queue, dead]
         bindings.append(Binding(names.delay_due_exchange(prefix), queue.name, "queue", f"#.{queue.name}"))
         bindings.append(Binding(names.dead_exchange(prefix), dead.name, "queue", dead_key))
-    # The router's input is consumed like a work queue too: an event whose copies keep failing comes back through
-    # the delay chain by the queue's name, and past [lanes] route_attempts goes to the routing stage's DLQ.
+    sac = queue_arguments(qtype, single_active_consumer=True)
+    for lane in range(lanes.ordered_count):
+        queues.append(Queue(names.ordered_lane_queue(prefix, lane), sac, role=f"ordered lane {lane}"))
+    # The router's partitions are consumed like partitions: an event whose copies keep failing is retried in place
+    # when an ordered endpoint is owed, else comes back through the delay chain by its partition's name; past
+    # [lanes] route_attempts it goes to the routing stage's DLQ.
     route_key = names.route_dead_key()
-    route = Queue(names.route_queue(prefix), _backstop(prefix, qtype, route_key), role="routing stage (lane endpoints)")
+    route = Exchange(names.route_exchange(prefix), "x-consistent-hash", {"hash-header": HASH_HEADER})
+    bindings.append(Binding(names.events_exchange(prefix), route.name, "exchange", "#"))
+    bindings.append(Binding(names.tenants_exchange(prefix), route.name, "exchange", "#"))
+    for index in range(lanes.route_partitions):
+        name = names.route_partition(prefix, index)
+        args = {**_backstop(prefix, qtype, route_key), **sac}
+        queues.append(Queue(name, args, role=f"routing stage partition {index} (lane endpoints)"))
+        bindings.append(Binding(route.name, name, "queue", "1"))
+        bindings.append(Binding(names.delay_due_exchange(prefix), name, "queue", f"#.{name}"))
     route_dead = Queue(names.route_dlq(prefix), queue_arguments(qtype), role="routing stage dead letters")
-    queues += [route, route_dead]
-    bindings.append(Binding(names.events_exchange(prefix), route.name, "queue", "#"))
-    bindings.append(Binding(names.tenants_exchange(prefix), route.name, "queue", "#"))
-    bindings.append(Binding(names.delay_due_exchange(prefix), route.name, "queue", f"#.{route.name}"))
+    queues.append(route_dead)
     bindings.append(Binding(names.dead_exchange(prefix), route_dead.name, "queue", route_key))
-    return queues, bindings
+    return [route], queues, bindings
 
 
 def _delay_objects(prefix: str, qtype: str, levels: int) -> tuple[list[Exchange], list[Queue], list[Binding]]:
@@ -323,7 +335,8 @@ def plan_topology(config: WarrenConfig) -> Plan:
         queues += q
         bindings += b
     if config.lanes.count:
-        q, b = _lane_objects(prefix, qtype, config.lanes.count)
+        e, q, b = _lane_objects(prefix, qtype, config.lanes)
+        exchanges += e
         queues += q
         bindings += b
     for source in config.inbound:

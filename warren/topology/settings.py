@@ -309,6 +309,14 @@ class LaneSettings(_Frozen):
     # once route_attempts attempts failed. Warren counts them in a header, never spending a delivery limit.
     route_attempts: int = Field(default=10, ge=1, le=1000, description="routing attempts before the route DLQ")
     route_retry_delay: PositiveDuration = 1.0
+    # The routing stage's input is partitioned by key (docs/architecture.md, "Routing partitioned by key"), and
+    # ordered lane endpoints share their own lanes, consumed one owner at a time (single active consumer).
+    route_partitions: int = Field(
+        default=4, ge=1, le=256, description="route partitions (consistent hash of warren-key), claimed by routers"
+    )
+    ordered_count: int = Field(
+        default=4, ge=1, le=1024, description="ordered lanes (single active consumer) for ordered lane endpoints"
+    )
     api_default_home: Literal["lane", "dedicated"] = Field(
         default="lane", description="the home of an endpoint created at runtime without one (with count > 0)"
     )
@@ -316,11 +324,10 @@ class LaneSettings(_Frozen):
     def default_home(self, ordering: str = "none") -> Literal["lane", "dedicated"]:
         """The home of an endpoint created at runtime (the admin API, ``warren endpoint create``) that names none.
 
-        ``api_default_home`` while lanes are on; ``dedicated`` when they are off (there is no lane to share), and
-        for an ordered endpoint (``ordering = "key"`` is not built on lanes yet), so that leaving ``home`` out
-        never makes a valid request invalid.
+        ``api_default_home`` while lanes are on (ordered endpoints too: they go to the ordered lanes);
+        ``dedicated`` when they are off (there is no lane to share).
         """
-        if self.count == 0 or ordering == "key":
+        if self.count == 0:
             return "dedicated"
         return self.api_default_home
 

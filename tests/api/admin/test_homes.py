@@ -35,13 +35,14 @@ def spec(name: str, **fields: object) -> dict[str, object]:
 def test_the_default_home_follows_the_lanes_and_an_update_keeps_it_unless_asked() -> None:
     on, off, dedicated = LaneSettings(count=4), LaneSettings(), LaneSettings(count=4, api_default_home="dedicated")
     assert [with_home({}, lanes)["home"] for lanes in (on, off, dedicated)] == ["lane", "dedicated", "dedicated"]
-    assert with_home({"ordering": "key"}, on)["home"] == "dedicated"  # ordered lane endpoints are not built
+    assert with_home({"ordering": "key"}, on)["home"] == "lane"  # ordered ones too: the ordered lanes
+    assert with_home({"ordering": "key"}, off)["home"] == "dedicated"
     assert with_home({"home": "dedicated"}, on)["home"] == "dedicated"
     # An update that leaves home out keeps it; null asks for the default a create would get
     assert home_after_update("lane", {}, {}, on) == "lane"
     assert home_after_update("dedicated", {"url": "x"}, {}, on) == "dedicated"
     assert home_after_update("lane", {"home": None}, {}, off) == "dedicated"
-    assert home_after_update("lane", {"home": None}, {"ordering": "key"}, on) == "dedicated"
+    assert home_after_update("lane", {"home": None}, {"ordering": "key"}, on) == "lane"
     assert home_after_update("dedicated", {"home": "lane"}, {}, on) == "lane"
 
 
@@ -53,16 +54,17 @@ async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoi
     own = await admin.call("POST", "/v1/endpoints", spec("busy", home="dedicated"))
     ordered = await admin.call("POST", "/v1/endpoints", spec("ledger", ordering="key"))
     assert (plain.status, own.status, ordered.status) == (201, 201, 201), (plain.body, own.body, ordered.body)
-    # Then the first lives on a lane, the others on queues of their own: applied so, answered so, read so
-    assert [e.home for e in admin.applier.applied] == ["lane", "dedicated", "dedicated"]
-    assert [r.body["home"] for r in (plain, own, ordered)] == ["lane", "dedicated", "dedicated"]
+    # Then the first and the ordered one live on lanes, the other on queues of its own: applied so, answered so,
+    # read so
+    assert [e.home for e in admin.applier.applied] == ["lane", "dedicated", "lane"]
+    assert [r.body["home"] for r in (plain, own, ordered)] == ["lane", "dedicated", "lane"]
     read = await admin.call("GET", "/v1/endpoints/tail")
     assert (read.body["home"], read.body["options"]["home"]) == ("lane", "lane")
     listed = await admin.call("GET", "/v1/endpoints")
     assert {e["name"]: e["home"] for e in listed.body["data"]} == {
         "tail": "lane",
         "busy": "dedicated",
-        "ledger": "dedicated",
+        "ledger": "lane",
     }
     # When updated without a home, it stays where it is
     updated = await admin.call("PATCH", "/v1/endpoints/tail", {"url": "http://127.0.0.1:9/v2"})
@@ -102,11 +104,11 @@ async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Sta
     # An ordered one is refused (a lane keeps no per-key order), and stays where it is
     ordered = await warren(
         "endpoint", "create", "ledger", "--url", "http://127.0.0.1:9/l", "-e", "#", "--ordering", "key",
-        "--config", path,
+        "--home", "dedicated", "--config", path,
     )  # fmt: skip
     assert ordered.code == 0, ordered.err
     refused = await warren("endpoint", "update", "ledger", "--home", "lane", "--config", path)
-    assert refused.code != 0 and "is not available on a lane" in refused.err, refused.err
+    assert refused.code != 0 and "ordered" in refused.err, refused.err
     assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "dedicated"
     kept = await warren("endpoint", "update", "tail", "--concurrency", "4", "--config", path, "--json")
     assert kept.code == 0 and '"home": "lane"' in kept.out, (kept.out, kept.err)

@@ -14,7 +14,7 @@ from typing import Any
 
 from warren.topology.settings import LaneSettings
 
-__all__ = ["home_after_update", "with_home"]
+__all__ = ["home_after_update", "ordered_move", "with_home"]
 
 
 def _ordering(data: Mapping[str, Any]) -> str:
@@ -33,3 +33,16 @@ def home_after_update(current: str, changes: Mapping[str, Any], data: Mapping[st
         return current
     named = changes["home"]
     return str(named) if named is not None else lanes.default_home(_ordering(data))
+
+
+def ordered_move(current_home: str, current_ordering: str, data: Mapping[str, Any]) -> str | None:
+    """Why an update may not move an endpoint between homes (None: it may). An ordered endpoint (before or after
+    the update) stays where it is: its copies on the way in its old home would be overtaken by the events reaching
+    its new one (docs/architecture.md, "Ordered lanes")."""
+    home = str(data.get("home") or current_home)
+    if home == current_home or "key" not in (current_ordering, _ordering(data)):
+        return None
+    return (
+        f"endpoint {data.get('name')!r} is ordered: it does not move between homes ({current_home} to {home}) while "
+        "its events are on their way; create it again under another name in its new home instead"
+    )

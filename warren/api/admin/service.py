@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from warren.api.admin.applier import EndpointApplier, LiveApplier
-from warren.api.admin.homes import home_after_update, with_home
+from warren.api.admin.homes import home_after_update, ordered_move, with_home
 from warren.api.admin.key_choice import keys_to_make, new_key, public_keys, rotated_secrets, signs_hidden
 from warren.api.admin.link import AdminLink
 from warren.api.admin.send_test_event import TestResult, TestSender, delivered
@@ -272,6 +272,8 @@ class EndpointService:
             new_tenant = stored.tenant if tenant is False else tenant
             data["tenant"] = new_tenant
             data["home"] = home_after_update(current.home, changes, data, self.config.lanes)
+            if (refused := ordered_move(current.home, current.ordering, {"name": name, **data})) is not None:
+                raise ApiError(409, REFUSED, refused)
             endpoint = self._endpoint(data)
             await self._apply(endpoint)
             updated: StoredEndpoint | None = await self._guarded(

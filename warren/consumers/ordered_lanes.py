@@ -1,0 +1,168 @@
+"""Ordered lane endpoints: ``ordering = "key"`` with ``home = "lane"`` (docs/architecture.md, "Ordered lanes").
+
+Their copies go to ``[lanes] ordered_count`` ordered lanes (``{prefix}.lane.o<i>``, the lane of the endpoint and
+the event's key: ``names.ordered_lane_of``), quorum queues with single active consumer, claimed a fair share per
+worker (warren/consumers/partition_claims.py, roster ``{prefix}.lane.ordered.roster``). Each claimed lane is
+consumed on a channel of its own into per-(endpoint, key) FIFOs (warren/consumers/key_lanes.py): one message of
+an endpoint's key at a time, in queue order, every other FIFO side by side. The router puts one key's copies
+into the lane in order (warren/consumers/lane_router.py), so the lane holds each endpoint's keys in order.
+
+An ordered lane endpoint's runner is a dedicated ordered endpoint's (``EndpointRunner``, retry in place up to
+``delivery.ordered_hold_limit``, the lane handed back whole past it), with two differences, both because the lane
+is shared: a held endpoint (paused, circuit open, disabled) keeps its messages where they are, unattempted, in
+their FIFOs, instead of handing the whole lane back (which would return its lane-mates' messages too, and be
+delivered straight back); and its dead letters go to the DLQ of its unordered lane (``lane_of(endpoint)``), so
+that ``warren dlq`` and recover find them where they find every lane endpoint's. A replayed letter reaches that
+unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from warren.broker import wire
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.consumers.claimed_partitions import ClaimedPartitions
+from warren.consumers.decision import HandBack
+from warren.consumers.delivery import Delivery
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.key_lanes import PartitionLanes, lane_key
+from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS, SharedHomeRunner
+from warren.core.errors import PublishError, describe
+from warren.topology import names
+from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
+
+__all__ = ["HELD_WAIT", "OrderedLaneRunner", "OrderedLanes"]
+
+log = logging.getLogger("warren.worker")
+
+HELD_WAIT = 1.0  # seconds between two looks at a held endpoint (its message waits in its FIFO meanwhile)
+
+
+def ordered_key(message: AbstractIncomingMessage) -> str:
+    """A delivery's FIFO in an ordered lane: its endpoint and its key."""
+    endpoint = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+    return f"{endpoint}\x00{lane_key(message)}"
+
+
+class OrderedLanes(ClaimedPartitions):
+    """The ordered lanes this worker claimed, consumed into per-(endpoint, key) FIFOs."""
+
+    def __init__(
+        self,
+        prefix: str,
+        count: int,
+        prefetch: int,
+        runners: Mapping[str, EndpointRunner],
+        hooks: DeliveryHooks,
+        known: Callable[[str], bool],
+        hold_limit: float,
+        lanes: int = 1,
+    ) -> None:
+        super().__init__(
+            [names.ordered_lane_queue(prefix, i) for i in range(count)], prefetch, self._deliver, key=ordered_key
+        )
+        self.runners = runners
+        self.hooks = hooks
+        self.known = known
+        self.hold_limit = hold_limit
+        self.prefix, self.lanes = prefix, lanes
+        self.publisher: ConfirmChannel | None = None  # the lane stage's: copies that follow their endpoint elsewhere
+
+    async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
+        name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+        lanes = self.lanes_of(message)
+        unknown_since = time.monotonic()
+        while lanes is not None and not lanes.returning:
+            runner = self.runners.get(name)
+            if isinstance(runner, OrderedLaneRunner):
+                await runner.deliver(message)
+                return
+            if runner is not None and self.publisher is not None:
+                await self._follow(message, runner, lanes)
+                return
+            if self.known(name):
+                unknown_since = time.monotonic()
+            elif time.monotonic() - unknown_since > UNSERVED_PARKS * UNSERVED_PARK_DELAY:
+                # Deleted (or not an ordered lane endpoint any more): never delivered to anyone else.
+                log.warning("discarded %s from an ordered lane: no ordered lane endpoint %r", message.message_id, name)
+                self.hooks.settled(name or "(none)", "discarded")
+                with contextlib.suppress(Exception):
+                    await lanes.acks.ack(message)
+                return
+            if time.monotonic() - lanes.held_since(message) >= self.hold_limit:
+                lanes.hand_back()  # RabbitMQ's consumer_timeout must not close the channel
+                return
+            if await lanes.wait(HELD_WAIT):
+                return
+
+    async def _follow(self, message: AbstractIncomingMessage, runner: EndpointRunner, lanes: PartitionLanes) -> None:
+        """A copy of an endpoint that is no ordered lane endpoint any more (its ordering changed in the file, or
+        it moved in a way the admin API refuses): moved untouched to where it is served now, confirmed, then acked."""
+        assert self.publisher is not None
+        name = runner.endpoint.name
+        if runner.endpoint.home == "lane":
+            exchange, key = "", names.lane_queue(self.prefix, names.lane_of(name, self.lanes))
+        else:
+            exchange, key = names.endpoint_exchange(self.prefix, name), message.routing_key or ""
+        try:
+            onward = wire.onward(message, wire.untouched_headers(message))
+            await self.publisher.publish(exchange, onward, key, what=f"{message.message_id} of {name}")
+        except PublishError as exc:
+            log.warning("could not move %s of %s (%s); its lane goes back", message.message_id, name, describe(exc))
+            await asyncio.sleep(HELD_WAIT)
+            lanes.hand_back()
+            return
+        self.hooks.settled(name, "parked")
+        with contextlib.suppress(Exception):
+            await lanes.acks.ack(message)
+
+
+class OrderedLaneRunner(SharedHomeRunner):
+    """One ordered lane endpoint's delivery: fed by ``OrderedLanes``; ``ordered`` is that consumer."""
+
+    def __init__(self, endpoint: Endpoint, policy: RetryPolicy, delivery: DeliverySettings, **kw: Any) -> None:
+        self.ordered_lanes: OrderedLanes = kw.pop("ordered")
+        super().__init__(endpoint, policy, delivery, **kw)
+        self._held_back: set[int] = set()  # deliveries given back while held: they wait in their FIFO
+
+    def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
+        return self.ordered_lanes.lanes_of(message)
+
+    def return_partition(self, message: AbstractIncomingMessage) -> bool:
+        return self.ordered_lanes.hand_back(message)
+
+    async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
+        lanes = self.lanes_of(message)
+        if lanes is not None and time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit - 1:
+            await self.settler.hand_back(message)  # the hold limit: the whole lane goes back, in order
+            return
+        self._held_back.add(id(message))  # held (paused, circuit open): it waits in its FIFO, unattempted
+
+    async def deliver(self, message: AbstractIncomingMessage) -> None:
+        """Deliver one copy; while the endpoint is held it waits in place (bounded by the hold limit)."""
+        lanes = self.lanes_of(message)
+        try:
+            while lanes is not None and not lanes.returning:
+                if self._accepting and self.paused_reason is None:
+                    self._held_back.discard(id(message))
+                    async with self.slots:
+                        await self._on_message(message)
+                    if id(message) not in self._held_back:
+                        return
+                if time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit:
+                    await self.settler.hand_back(message)
+                    return
+                if await lanes.wait(HELD_WAIT):
+                    return
+        finally:
+            self._held_back.discard(id(message))
