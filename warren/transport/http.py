@@ -17,6 +17,7 @@ import aiohttp
 
 from warren.core.redact import redact_urls
 from warren.topology.config import Endpoint
+from warren.tracing.carry import outgoing_headers
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
@@ -116,6 +117,7 @@ class HttpTransport:
 
     async def send(self, endpoint: Endpoint, delivery: Delivery) -> SendResult:
         headers = webhook_headers(endpoint, delivery, int(self._clock()))
+        outgoing_headers(headers, delivery.trace)
         return await self.post(
             endpoint.url,
             delivery.body,
