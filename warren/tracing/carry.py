@@ -43,6 +43,7 @@ TRACESTATE_LIMIT = 512  # characters: W3C asks every vendor to pass on at least 
 _TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(?:-[\x21-\x7e]*)?")
 _TRACESTATE = re.compile(r"[\x20-\x7e]*")  # printable ASCII: what a header may hold (W3C's rules are stricter)
 _PROPAGATOR = TraceContextTextMapPropagator()
+_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 
 Carried = tuple[str, str | None]  # (traceparent, tracestate)
 
@@ -60,6 +61,8 @@ def carried(headers: Mapping[str, Any]) -> Carried | None:
     """The trace context a message carries, when its ``traceparent`` is well formed (else None: none is sent)."""
     parent = _text(headers.get(TRACEPARENT))
     if parent is None or not _TRACEPARENT.fullmatch(parent) or parent.startswith("ff"):
+        return None
+    if parent[3:35] == _ZERO_TRACE or parent[36:52] == _ZERO_SPAN:  # W3C: all zeros is no id
         return None
     state = _text(headers.get(TRACESTATE))
     if state is not None and (len(state) > TRACESTATE_LIMIT or not _TRACESTATE.fullmatch(state)):
