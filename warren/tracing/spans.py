@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from yarl import URL
 
 from warren.core.redact import redact_url
 from warren.tracing.carry import Carried, context_of, inject_current
@@ -25,6 +25,7 @@ from warren.tracing.carry import Carried, context_of, inject_current
 __all__ = ["AttemptFacts", "end_attempt_span", "publish_span", "start_attempt_span"]
 
 SYSTEM = "rabbitmq"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @contextmanager
@@ -63,9 +64,9 @@ def publish_span(
 def _server(url: str) -> tuple[tuple[str, Any], ...]:
     """The attributes of an endpoint's URL (computed once per URL): credentials and query values hidden."""
     try:
-        parsed = URL(url)
-        host, port, scheme = parsed.host, parsed.port, parsed.scheme
-    except (ValueError, TypeError):
+        parsed = urlsplit(url)
+        host, port, scheme = parsed.hostname, parsed.port or _DEFAULT_PORTS.get(parsed.scheme), parsed.scheme
+    except ValueError:
         host, port, scheme = None, None, None
     found: list[tuple[str, Any]] = [("url.full", redact_url(url))]
     if host:

@@ -1,0 +1,49 @@
+"""``warren`` run another way, for side-by-side runs (bench/tracing.py): ``--source DIR`` runs the code of
+another checkout (e.g. main, exported with ``git archive``) with this virtualenv's packages; ``--traced`` sets up
+OpenTelemetry's SDK first, a BatchSpanProcessor into an InMemorySpanExporter (every span recorded and "exported",
+nothing sent anywhere), so that what is measured is Warren's tracing, not a collector.
+
+    .venv/bin/python bench/worker_variant.py [--source DIR | --traced] worker --config warren.toml
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+
+
+def traced() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    def report() -> None:
+        provider.force_flush()
+        print(f"bench: {len(exporter.get_finished_spans())} spans exported", file=sys.stderr, flush=True)
+
+    atexit.register(report)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["--source"]:
+        sys.path.insert(0, args[1])
+        args = args[2:]
+    elif args[:1] == ["--traced"]:
+        traced()
+        args = args[1:]
+    sys.argv = ["warren", *args]
+    from warren.cli import main as warren
+
+    print(f"bench: warren from {sys.modules['warren'].__file__}", file=sys.stderr, flush=True)
+    warren()
+
+
+if __name__ == "__main__":
+    main()
