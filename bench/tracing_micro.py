@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from warren import tracing
 from warren.consumers.delivery import parse_delivery
-from warren.tracing.carry import TRACEPARENT, carried, outgoing_headers
+from warren.tracing.carry import TRACEPARENT, carried, inject_current, outgoing_headers
 from warren.tracing.spans import AttemptFacts, end_attempt_span, start_attempt_span
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -51,6 +51,7 @@ def main(repeat: int) -> None:
             ),
         ),
         ("off: a traceparent checked and copied to the request", lambda: outgoing_headers({}, carried(TRACED))),
+        ("off, publishing: is a provider set? any context to pass on?", lambda: (tracing.tracer(), inject_current({}))),
     ]
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -14,6 +14,7 @@ from tests.support.dead_letters import wait_depth
 from tests.support.receiver import Receiver, Reply
 from tests.support.tracing import Spans, hex_span, hex_trace, parent_id_of, spans, trace_id_of
 from warren.broker.dlq.recover import replay_events
+from warren.broker.dlq.shovel import replay_by_shovel
 from warren.broker.events import Event
 from warren.consumers.worker import Worker
 from warren.topology import names
@@ -84,8 +85,9 @@ async def test_one_trace_from_the_publish_through_a_retry_to_the_delivery(
     assert [parent_id_of(t) for t in got] == [hex_span(s) for s in attempts]
 
 
+@pytest.mark.parametrize("how", ["client", "shovel"])
 async def test_a_dlq_replay_keeps_the_trace(
-    endpoint_config: Any, receiver: Receiver, publish: Any, spans: Spans
+    endpoint_config: Any, receiver: Receiver, publish: Any, spans: Spans, management: Any, how: str
 ) -> None:
     # Given an event dead-lettered at once (HTTP 400), then replayed from the DLQ and delivered
     receiver.behaviour = refuse_first(400)
@@ -95,10 +97,15 @@ async def test_a_dlq_replay_keeps_the_trace(
         assert await wait_depth(config, names.dlq(config.broker.prefix, "strict"), 1) == 1
         connection = await aio_pika.connect(config.broker.url)
         try:
-            report = await replay_events(connection, config.broker.prefix, "strict", frozenset({event_id}))
+            if how == "client":
+                moved = (await replay_events(connection, config.broker.prefix, "strict", frozenset({event_id}))).moved
+            else:
+                moved = (
+                    await replay_by_shovel(connection, management, config.broker.prefix, "strict", timeout=30)
+                ).moved
         finally:
             await connection.close()
-        assert report.moved == 1
+        assert moved == 1
         await receiver.wait_for(lambda r: event_id in r.ok_ids(), 20)
         await spans.wait_for(lambda s: sum(x.name == "deliver strict" for x in s) == 2, 10)
     # Then both attempts are in the publish's trace, under its span, the replayed one delivered
