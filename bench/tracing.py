@@ -3,7 +3,7 @@ checkout's code (``--baseline DIR``: main before tracing, exported with ``git ar
 tracing on (OpenTelemetry's SDK, a BatchSpanProcessor into an InMemorySpanExporter: bench/worker_variant.py),
 interleaved run by run on the workloads of bench/run.py, medians and per-run ratios.
 
-    git archive main | tar -x -C /tmp/warren-main
+    mkdir -p /tmp/warren-main && git archive main warren | tar -x -C /tmp/warren-main
     .venv/bin/python bench/tracing.py --baseline /tmp/warren-main [--runs 3] [--scale 0.25] [--workloads happy,flaky]
 """
 
