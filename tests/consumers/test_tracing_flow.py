@@ -39,14 +39,15 @@ def refuse_first(status: int) -> Any:
     return reply
 
 
-@pytest.mark.parametrize("home", ["dedicated", "lane"])
+@pytest.mark.parametrize("home", ["dedicated", "lane", "ordered"])
 async def test_one_trace_from_the_publish_through_a_retry_to_the_delivery(
     endpoint_config: Any, receiver: Receiver, publish: Any, spans: Spans, home: str
 ) -> None:
     # Given an endpoint that answers 503 to an event's first attempt, then 200 (on a lane: through the routing stage)
     receiver.behaviour = refuse_first(503)
     extra: dict[str, Any] = {"lanes": {"count": 4}} if home == "lane" else {}
-    endpoint = {"name": "traced", "events": ["order.*"], **({"home": "lane"} if home == "lane" else {})}
+    endpoint: dict[str, Any] = {"name": "traced", "events": ["order.*"]}
+    endpoint |= {"lane": {"home": "lane"}, "ordered": {"ordering": "key", "partitions": 2}}.get(home, {})
     config = await endpoint_config([endpoint], retry={"base": "50ms", "cap": "100ms", "max_attempts": 5}, **extra)
     tracer = spans.provider.get_tracer("test")
     # When a producer publishes an event inside its own span, and a worker delivers it
@@ -69,7 +70,8 @@ async def test_one_trace_from_the_publish_through_a_retry_to_the_delivery(
         assert span.kind is SpanKind.CLIENT
         assert span.parent is not None and span.parent.span_id == published.context.span_id  # type: ignore[union-attr]
     first, second = (dict(s.attributes or {}) for s in attempts)
-    assert first["http.response.status_code"] == 503 and first["warren.outcome"] == "retry"
+    retried = "retry-in-place" if home == "ordered" else "retry"  # an ordered one is retried holding its place
+    assert first["http.response.status_code"] == 503 and first["warren.outcome"] == retried
     assert first["error.type"] == "503" and attempts[0].status.status_code is StatusCode.ERROR
     assert 0 < first["warren.retry.delay"] <= 0.1
     assert second["http.response.status_code"] == 200 and second["warren.outcome"] == "delivered"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from warren.tracing import active_tracer
 from warren.tracing.carry import carried, environment_context, outgoing_headers
-from warren.tracing.sdk import exporter_names
+from warren.tracing.sdk import configure, exporter_names
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -65,3 +66,10 @@ def test_the_environment_carrier() -> None:
 )
 def test_the_sdk_is_set_up_only_when_an_exporter_is_asked_for(env: dict[str, str], expected: list[str]) -> None:
     assert exporter_names(env) == expected
+
+
+def test_configure_sets_nothing_up_unless_an_exporter_it_knows_is_asked_for(caplog: pytest.LogCaptureFixture) -> None:
+    assert configure("warren-test", {}) is None
+    assert configure("warren-test", {"OTEL_TRACES_EXPORTER": "zipkin"}) is None
+    assert "zipkin" in caplog.text
+    assert active_tracer() is None  # no global provider was set, nor a tracer chosen
