@@ -9,8 +9,9 @@ WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY warren ./warren
 # constraints.txt holds the exact versions the tests ran on (scripts/constraints writes it): a rebuild
-# installs the same ones. The postgres extra is the PostgreSQL store of the receiving side (`warren inbox`).
-RUN pip install -c constraints.txt ".[postgres]" && useradd --system --uid 10001 --no-create-home warren
+# installs the same ones. The postgres extra is the PostgreSQL store of the receiving side (`warren inbox`); the
+# otel extra exports traces when OTEL_* variables ask for it (docs/tracing.md).
+RUN pip install -c constraints.txt ".[postgres,otel]" && useradd --system --uid 10001 --no-create-home warren
 
 USER warren
 WORKDIR /

@@ -110,12 +110,16 @@ class System:
     workers: int
     loop: str  # "uvloop" or "asyncio" (Warren with uvloop made unimportable: bench/without_uvloop.py)
     attempt_log: bool = False  # workers publish attempt records (worker.attempt_log), drained by this process
+    # Another way to start the worker (bench/worker_variant.py: another checkout's code, tracing on), and its name.
+    launcher: tuple[str, ...] = ()
+    variant: str = ""
 
     @property
     def name(self) -> str:
         if not self.workers:
             return f"bare · {self.loop}"
-        return f"{self.workers}x warren · {self.loop}" + (" · attempt log" if self.attempt_log else "")
+        name = f"{self.workers}x warren · {self.loop}" + (" · attempt log" if self.attempt_log else "")
+        return name + (f" · {self.variant}" if self.variant else "")
 
 
 def bench_endpoint(name: str, events: list[str], concurrency: int, home: str) -> dict[str, Any]:
@@ -210,7 +214,9 @@ def lost_cell(rows: list[dict[str, float]]) -> str:
     return cell + (f" ({unconfirmed:.0f} not confirmed to the publisher)" if unconfirmed else "")
 
 
-def worker_command(loop: str, path: Path) -> list[str]:
+def worker_command(loop: str, path: Path, launcher: tuple[str, ...] = ()) -> list[str]:
+    if launcher:
+        return [*launcher, "worker", "--config", str(path)]
     if loop == "uvloop":
         return [PY, "-m", "warren", "worker", "--config", str(path)]
     return [PY, str(ROOT / "bench" / "without_uvloop.py"), "warren", "worker", "--config", str(path)]
@@ -309,7 +315,7 @@ async def one_run(
                 log = workdir / f"{prefix}-w{i}.log"
                 worker_config = config_for(prefix, workload, free_port(), system.attempt_log)
                 path = write_config(workdir, worker_config, f"{prefix}-w{i}.toml")
-                process = await start(worker_command(system.loop, path), log, b"worker consuming")
+                process = await start(worker_command(system.loop, path, system.launcher), log, b"worker consuming")
                 processes.append(process)
                 if f"event loop {system.loop}".encode() not in log.read_bytes():  # measure what the row says
                     raise RuntimeError(f"the worker is not on {system.loop}:\n{log.read_text()[-2000:]}")
@@ -487,6 +493,22 @@ def attempt_log_rows(name: str, results: dict[System, list[dict[str, float]]]) -
     return lines
 
 
+async def start_receiver(workdir: Path) -> asyncio.subprocess.Process:
+    """bench/receiver.py on PORT, once it answers (a loaded machine takes seconds to start Python)."""
+    receiver = await start(
+        [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await http("GET", "/stats")
+            return receiver
+        except aiohttp.ClientConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def main(
     runs: int,
     workers: list[int],
@@ -501,18 +523,7 @@ async def main(
     if PROFILE and not (Path(PY).parent / "py-spy").exists():
         raise SystemExit(f"WARREN_BENCH_PROFILE needs py-spy beside {PY}: {Path(PY).parent}/pip install py-spy")
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
-    receiver = await start(
-        [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
-    )
-    deadline = time.monotonic() + 30
-    while True:  # the receiver is up when it answers (a loaded machine takes seconds to start Python)
-        try:
-            await http("GET", "/stats")
-            break
-        except aiohttp.ClientConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+    receiver = await start_receiver(workdir)
     try:
         print(
             f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"

@@ -92,11 +92,11 @@ def test_the_image_runs_the_tested_python_with_the_tested_versions() -> None:
     # The base image is the Python the tests run on
     tested = ".".join(map(str, sys.version_info[:3]))
     assert re.search(rf"^FROM python:{re.escape(tested)}-slim", dockerfile, re.M), tested
-    # It copies the package (all of Warren is under warren/), and installs with the postgres extra and the
-    # constraints file, which pins exactly the versions installed here (where the tests ran)
+    # It copies the package (all of Warren is under warren/), and installs with the postgres and otel extras and
+    # the constraints file, which pins exactly the versions installed here (where the tests ran)
     assert "COPY warren ./warren" in dockerfile
     assert not re.search(r"^COPY (topology|broker|consumers|store)\b", dockerfile, re.M)
-    assert 'pip install -c constraints.txt ".[postgres]"' in dockerfile and "constraints.txt" in dockerfile
+    assert 'pip install -c constraints.txt ".[postgres,otel]"' in dockerfile and "constraints.txt" in dockerfile
     assert re.search(r"^HEALTHCHECK .*readyz", dockerfile, re.M | re.S)
     pins = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line)
     assert not any(name.lower() == "warren-webhooks" for name in pins)

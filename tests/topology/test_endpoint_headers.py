@@ -48,6 +48,7 @@ def test_headers_are_sent_in_the_order_given_and_secret_ones_resolve_env(monkeyp
     [
         *("Connection", "keep-alive", "Transfer-Encoding", "TE", "trailer", "Upgrade", "Host", "Content-Length"),
         *("Proxy-Authorization", "proxy-connection", "Content-Type", "webhook-id", "Webhook-Signature", "webhook-x"),
+        *("traceparent", "TraceState"),
     ],
 )
 def test_hop_by_hop_framing_proxy_and_warrens_own_headers_are_refused(name: str) -> None:

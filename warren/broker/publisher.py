@@ -9,9 +9,11 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import aiormq.exceptions
+from aio_pika import Message
 from aio_pika.abc import AbstractConnection
 from prometheus_client import Counter
 
+from warren import tracing
 from warren.broker.amqp.confirm import LinkLost, Nacked, one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import missing
@@ -19,6 +21,7 @@ from warren.broker.events import Event, encode_event
 from warren.core.errors import EventError, PublishError, UnroutableError
 from warren.topology import names
 from warren.topology.catalog import Catalog
+from warren.tracing.carry import inject_current
 
 __all__ = ["DEFAULT_DEADLINE", "DEFAULT_WINDOW", "TENANT_EVENTS_UNROUTED", "PublishReport", "Publisher"]
 
@@ -130,6 +133,27 @@ class Publisher:
                 f"event {event.id} names a tenant, but the tenants exchange does not exist: run `warren setup`",
                 event.id,
             )
+        headers = message.headers
+        assert headers is not None  # encode_event sets them
+        tracer = tracing.tracer()
+        if tracer is None:
+            inject_current(headers)  # a trace context the caller attached (the ingest API's request) goes on
+            await self._send(event, message, exchange, deadline)
+        else:
+            with tracing.publish_span(
+                tracer,
+                headers,
+                event_id=event.id,
+                event_type=event.type,
+                exchange=exchange,
+                routing_key=event.routing_key,
+                body_size=len(message.body),
+                tenant=event.tenant,
+            ):
+                await self._send(event, message, exchange, deadline)
+        return event.id
+
+    async def _send(self, event: Event, message: Message, exchange: str, deadline: float) -> None:
         unroutable = f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
         async with one_at_a_time(self._in_flight, event.id):
             try:
@@ -158,7 +182,6 @@ class Publisher:
                     event.type,
                     extra={"tenant": event.tenant, "event_id": event.id},
                 )
-        return event.id
 
     async def publish_many(
         self,

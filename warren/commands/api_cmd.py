@@ -9,6 +9,7 @@ import typer
 
 from warren.api.server import serve
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
+from warren.tracing.sdk import process_tracing
 
 
 def api(
@@ -26,7 +27,8 @@ def api(
         fail("api.admin_tokens needs an endpoint store: set [store] url (docs/endpoints.md)", EXIT_USAGE)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run(serve(cfg, host=host, port=port), service=True)
+        with process_tracing("warren-api"):
+            run(serve(cfg, host=host, port=port), service=True)
     except OSError as exc:
         # Typically the port is taken or the address is not local: a one-line message, not a traceback.
         fail(f"cannot listen on {host or cfg.api.host}:{cfg.api.port if port is None else port}: {exc.strerror or exc}")

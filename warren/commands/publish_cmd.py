@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +19,16 @@ from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import EventError, PublishError
 from warren.core.line_stream import stream_lines
 from warren.topology.config import WarrenConfig
+from warren.tracing.carry import attached, environment_context
+from warren.tracing.sdk import process_tracing
+
+T = TypeVar("T")
+
+
+async def _in_callers_trace(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` in the trace of the process that started this one, when it set ``TRACEPARENT`` (docs/tracing.md)."""
+    with attached(environment_context()):
+        return await work
 
 
 async def _publish_one(config: WarrenConfig, event: Event, deadline: float) -> None:
@@ -116,7 +126,8 @@ def publish(
             fail("--file cannot be combined with --type/--data/--id/--key/--sequence/--tenant", EXIT_USAGE)
         if file != "-" and not Path(file).is_file():
             fail(f"--file {file}: no such file", EXIT_USAGE)
-        raise typer.Exit(run(_publish_file(cfg, file, deadline)))
+        with process_tracing("warren-publish"):
+            raise typer.Exit(run(_in_callers_trace(_publish_file(cfg, file, deadline))))
     if not event_type or data is None:
         fail("give --type and --data (JSON), or --file PATH", EXIT_USAGE)
     parsed = json_option("--data", data)
@@ -132,7 +143,8 @@ def publish(
         event = event_from_fields(fields)
     except EventError as exc:
         fail(str(exc), EXIT_USAGE)
-    run(_publish_one(cfg, event, deadline))
+    with process_tracing("warren-publish"):
+        run(_in_callers_trace(_publish_one(cfg, event, deadline)))
 
 
 def register(app: typer.Typer) -> None:

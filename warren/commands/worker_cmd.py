@@ -10,6 +10,7 @@ from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
 from warren.consumers.attempt_log import configure_logging
 from warren.consumers.worker import Worker
 from warren.core.errors import WarrenError
+from warren.tracing.sdk import process_tracing
 
 
 def worker(
@@ -39,7 +40,8 @@ def worker(
         instance = Worker(cfg, names)
     except WarrenError as exc:
         fail(str(exc), EXIT_USAGE)
-    run(instance.run(), service=True)
+    with process_tracing("warren-worker"):
+        run(instance.run(), service=True)
 
 
 def register(app: typer.Typer) -> None:

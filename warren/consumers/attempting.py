@@ -12,9 +12,11 @@ import time
 from collections.abc import Callable
 
 from warren.consumers.attempt_log import log_attempt
+from warren.consumers.attempt_trace import end_span, traced_send
 from warren.consumers.decision import Decision, HandBack, Retry
 from warren.consumers.hooks import ATTEMPTING, AttemptRecord, DeliveryGate, DeliveryHooks, EndpointBlocked
 from warren.topology.config import Endpoint
+from warren.tracing import active_tracer, resolve
 from warren.transport.base import Delivery, SendResult, Transport, failed_result
 
 __all__ = ["Attempter"]
@@ -32,6 +34,7 @@ class Attempter:
         self.transport = transport
         self.hooks = hooks
         self.now_ms = now_ms
+        resolve()  # a tracer provider the application set before starting the worker (warren/tracing/state.py)
 
     async def attempt(self, delivery: Delivery) -> tuple[SendResult, int]:
         """One attempt through the gates and the transport. Anything unexpected becomes a failed result."""
@@ -47,7 +50,11 @@ class Attempter:
                     await gate.acquire(name)
                     acquired.append(gate)
                 attempt_ms = self.now_ms()
-                sent = result = await self.transport.send(self.endpoint, delivery)
+                tracer = active_tracer()
+                if tracer is None:
+                    sent = result = await self.transport.send(self.endpoint, delivery)
+                else:
+                    sent = result = await traced_send(tracer, self.transport, self.endpoint, delivery)
             except EndpointBlocked:
                 raise
             except Exception as exc:
@@ -80,6 +87,8 @@ class Attempter:
         delay = decision.delay if isinstance(decision, Retry) else None
         if isinstance(decision, HandBack) and decision.remember:
             delay = decision.after
+        if active_tracer() is not None:
+            end_span(result, decision.label, delay)
         log_attempt(
             event_id=delivery.event_id,
             endpoint=self.endpoint.name,

@@ -13,6 +13,7 @@ from warren.core.errors import WarrenError
 from warren.core.redact import redact_urls
 from warren.core.strict_json import DUPLICATE_KEY, duplicate_key
 from warren.topology.headers import MAX_COUNTED, header_history, header_int
+from warren.tracing.carry import TRACEPARENT, carried
 from warren.transport.base import HISTORY_LIMIT, Delivery
 
 __all__ = [
@@ -122,6 +123,7 @@ def parse_delivery(
         first_attempt_ms=None if replayed else (header_int(headers.get(wire.H_FIRST_ATTEMPT)) or None),
         history=header_history(headers.get(wire.H_HISTORY)),
         tenant=_tenant(headers.get(wire.H_TENANT), envelope.get("tenant")),
+        trace=carried(headers) if TRACEPARENT in headers else None,
     )
 
 

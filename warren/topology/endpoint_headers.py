@@ -44,10 +44,11 @@ MAX_HEADERS = 32
 MAX_BYTES = 8192  # names, values and ": \r\n" of every header together, as sent
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,256}$")  # RFC 9110 section 5.6.2
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # every control character but HTAB
-# Hop-by-hop (RFC 9110 7.6.1) and framing headers aiohttp sets itself, and those Warren's signature stands on.
+# Hop-by-hop (RFC 9110 7.6.1) and framing headers aiohttp sets itself, those Warren's signature stands on, and
+# the W3C trace context Warren carries from the producer (docs/tracing.md): a static one would lie about the trace.
 _REFUSED = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"}
-    | {"content-type"}
+    | {"content-type", "traceparent", "tracestate"}
 )
 _REFUSED_PREFIXES = ("proxy-", "webhook-")
 SEALED = "sealed"  # the key of a sealed secret value in a stored or announced configuration
@@ -60,8 +61,8 @@ def header_problem(name: str, value: str | None = None) -> str | None:
     lowered = name.lower()
     if lowered in _REFUSED or lowered.startswith(_REFUSED_PREFIXES):
         return (
-            f"header {name!r} cannot be set on an endpoint: hop-by-hop and framing headers, proxy-*, content-type "
-            "and the webhook-* headers are Warren's"
+            f"header {name!r} cannot be set on an endpoint: hop-by-hop and framing headers, proxy-*, content-type, "
+            "the trace context (traceparent, tracestate) and the webhook-* headers are Warren's"
         )
     if value is not None and _CONTROL.search(value):
         return f"the value of header {name!r} holds a control character (CR, LF, NUL...)"

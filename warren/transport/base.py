@@ -32,6 +32,7 @@ class Delivery:
     first_attempt_ms: int | None
     history: tuple[dict[str, Any], ...]
     tenant: str | None = None  # the tenant the event was published for (None: no tenant)
+    trace: tuple[str, str | None] | None = None  # the W3C traceparent and tracestate it carries (warren/tracing)
 
     def age(self, now_ms: int) -> float:
         return max(0, now_ms - self.published_ms) / 1000

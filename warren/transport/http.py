@@ -22,6 +22,7 @@ from warren.core.redact import redact_urls
 from warren.topology.config import DeliverySettings, Endpoint
 from warren.topology.secrets import SecretError
 from warren.topology.signing_keys import signing_now
+from warren.tracing.carry import outgoing_headers
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
 from warren.transport.classify import classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
@@ -160,6 +161,7 @@ class HttpTransport:
         except (UnknownProxy, SecretError) as exc:  # a live endpoint ahead of this file, an unset env:NAME: retried
             return http_result(None, f"not sent: {exc}", 0.0)
         headers = {**extra, **webhook_headers(endpoint, delivery, int(self._clock()))}
+        outgoing_headers(headers, delivery.trace)
         return await self.post(
             endpoint.url,
             delivery.body,

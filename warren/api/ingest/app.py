@@ -40,6 +40,7 @@ from warren.api.ingest.producers import CALLER_TENANT, PRODUCERS, Producers, con
 from warren.api.ingest.schemas import BatchIn, EventIn
 from warren.core.errors import BrokerUnavailable
 from warren.topology.config import WarrenConfig
+from warren.tracing.carry import attached, carried
 
 __all__ = ["LINK", "create_ingest_app"]
 
@@ -76,6 +77,13 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception:
         log.exception("unexpected error on %s %s", request.method, request.path)
         return _json({"error": INTERNAL, "message": "internal error (logged by the server)"}, 500)
+
+
+@web.middleware
+async def _callers_trace(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request's W3C ``traceparent`` is the parent of what it publishes (passed on unchanged with tracing off)."""
+    with attached(carried(request.headers)):
+        return await handler(request)
 
 
 @web.middleware
@@ -209,7 +217,7 @@ def create_ingest_app(
     """
     api = config.api
     # aiohttp's own cap is a second line behind read_limited; the margin lets ours answer first, in JSON.
-    app = web.Application(middlewares=[_errors, _auth], client_max_size=api.max_body + 1)
+    app = web.Application(middlewares=[_errors, _callers_trace, _auth], client_max_size=api.max_body + 1)
     app[LINK] = link or BrokerLink(config.broker)
     app[_EXEMPT] = exempt
     app[_LIMITS] = Limits(

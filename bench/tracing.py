@@ -1,0 +1,80 @@
+"""Tracing's cost (docs/tracing.md): one Warren worker with tracing off beside the same worker on another
+checkout's code (``--baseline DIR``: main before tracing, exported with ``git archive``), and beside it with
+tracing on (OpenTelemetry's SDK, a BatchSpanProcessor into an InMemorySpanExporter: bench/worker_variant.py),
+interleaved run by run on the workloads of bench/run.py, medians and per-run ratios.
+
+    mkdir -p /tmp/warren-main && git archive main warren | tar -x -C /tmp/warren-main
+    .venv/bin/python bench/tracing.py --baseline /tmp/warren-main [--runs 3] [--scale 0.25] [--workloads happy,flaky]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.run import PY, ROOT, WORKLOADS, System, cpu_cell, median, one_run, per_run_ratio, start_receiver
+
+VARIANT = str(ROOT / "bench" / "worker_variant.py")
+
+
+async def main(runs: int, scale: float, chosen: list[str], baseline: str | None) -> None:
+    workdir = Path(tempfile.mkdtemp(prefix="warren-bench-tracing-"))
+    receiver = await start_receiver(workdir)
+    off = System(1, "uvloop", variant="tracing off")
+    systems = [off, System(1, "uvloop", launcher=(PY, VARIANT, "--traced"), variant="tracing on (SDK, in memory)")]
+    if baseline:
+        systems.insert(0, System(1, "uvloop", launcher=(PY, VARIANT, "--source", baseline), variant="baseline"))
+    try:
+        print(
+            f"# Warren tracing cost · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+            f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
+            f" · load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
+        print(
+            "\n| workload | system | deliveries/s | per CPU-s | CPU-s per 1k: worker / broker / machine | p50 ms "
+            "| p99 ms | lost | requests | vs tracing off: deliveries/s (per run) | vs tracing off: worker CPU-s "
+            "per 1k (per run) |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name in chosen:
+            workload = WORKLOADS[name]
+            results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
+            for _ in range(runs):
+                for system in systems:  # interleaved: drift in the machine's speed hits each alike
+                    results[system].append(await one_run(workload, system, workdir, 0, scale))
+            for system, rows in results.items():
+                ratio = cpu_ratio = "-"
+                if system != off:
+                    ratio = per_run_ratio(rows, results[off], "deliveries_per_s")
+                    cpu_ratio = per_run_ratio(rows, results[off], "worker_s_per_1k")
+                print(
+                    f"| {name} | {system.name} | {median(rows, 'deliveries_per_s'):,.0f} | "
+                    f"{median(rows, 'per_cpu_s'):,.0f} | {cpu_cell(rows)} | {median(rows, 'p50_ms'):,.1f} | "
+                    f"{median(rows, 'p99_ms'):,.1f} | {max(r['lost'] for r in rows):.0f} | "
+                    f"{median(rows, 'requests'):,.0f} | {ratio} | {cpu_ratio} |",
+                    flush=True,
+                )
+        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"worker logs: {workdir}")
+    finally:
+        receiver.send_signal(signal.SIGTERM)
+        await receiver.wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=0.25, help="events per workload, times this")
+    parser.add_argument("--workloads", default="happy,flaky")
+    parser.add_argument("--baseline", help="a checkout of other code (main) whose worker runs beside, same venv")
+    a = parser.parse_args()
+    asyncio.run(main(a.runs, a.scale, a.workloads.split(","), a.baseline))
