@@ -88,6 +88,7 @@ class Workload:
 
 
 LANES = 16  # [lanes] count, for workloads whose endpoints live on lanes
+ROUTE_PREFETCH = 512  # [lanes] route_prefetch for them: 512 in flight, as the dedicated endpoints have
 
 
 LATENCY_SECONDS = 10
@@ -163,7 +164,8 @@ def config_for(
             "attempt_log": attempt_log,
         },
         endpoints=endpoints,
-        lanes={"count": LANES if workload.home == "lane" else 0},
+        # The routing stage's window as the dedicated endpoints' (16 x 32): it is the inline deliveries' too.
+        lanes={"count": LANES, "route_prefetch": ROUTE_PREFETCH} if workload.home == "lane" else {"count": 0},
     )
 
 

@@ -49,7 +49,7 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
     doomed, fine = on_lane(1, 1, "doomed")[0], on_lane(2, 1, "fine")[0]
     config = await endpoint_config(
         [lane_endpoint(receiver, doomed), lane_endpoint(receiver, fine, events=["order.*", "user.*"])],
-        lanes={"count": LANES, "route_attempts": 3, "route_retry_delay": "50ms"},
+        lanes={"count": LANES, "route_attempts": 3, "route_retry_delay": "50ms", "inline": False},  # the copy path
     )
     prefix, url = config.broker.prefix, config.broker.url
     events = [Event(type="order.paid", data={"n": i}) for i in range(5)]
@@ -102,7 +102,7 @@ async def test_a_lane_that_refuses_for_a_while_recovers_and_only_the_failed_copi
     holder = Event(type="hold.on", data={})
     config = await endpoint_config(
         [lane_endpoint(receiver, stuck, events=["order.*", "hold.*"]), lane_endpoint(receiver, fine)],
-        lanes={"count": LANES, "prefetch": 1, "route_attempts": 50, "route_retry_delay": "100ms"},
+        lanes={"count": LANES, "prefetch": 1, "route_attempts": 50, "route_retry_delay": "100ms", "inline": False},
     )
     prefix = config.broker.prefix
     lane = names.lane_queue(prefix, 1)

@@ -34,6 +34,7 @@ from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.hooks import Settlement
 from warren.consumers.lane_index import SubscriptionIndex
+from warren.consumers.lane_inline import InlineDeliveries
 from warren.consumers.route_attempts import (
     RouteState,
     copy_headers,
@@ -93,6 +94,7 @@ class LaneRouter:
         self._tag: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._acks = AckBatcher()  # the routed events' acks, coalesced as the work queues' are
+        self.inline: InlineDeliveries | None = None  # first attempts made here, no lane copy (LaneStage sets it)
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
         # wait (unacked, at most the prefetch) while the follower reconnects and reads the stream again.
@@ -138,16 +140,7 @@ class LaneRouter:
             if state.owed is None or e.name in state.owed
         ]
         copy = copy_headers(headers)
-        publishes = []
-        for endpoint in targets:
-            lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
-            what = f"event {message.message_id} for lane endpoint {endpoint.name}"
-            publishes.append(
-                self._publisher.publish(
-                    "", wire.onward(message, {**copy, wire.H_ENDPOINT: endpoint.name}), lane, what=what
-                )
-            )
-        results = await asyncio.gather(*publishes, return_exceptions=True)
+        results = await asyncio.gather(*(self._store(message, copy, e.name) for e in targets), return_exceptions=True)
         failed = [e.name for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
         if failed:
             errors = [r for r in results if isinstance(r, BaseException)]
@@ -161,6 +154,18 @@ class LaneRouter:
             await self._acks.ack(message)
         self.routed += 1
         self.copies += len(results)
+
+    async def _store(self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: str) -> None:
+        """Make ``endpoint``'s copy of the event safe: its first attempt inline (warren/consumers/lane_inline.py)
+        when it may have one and it settles there, else a copy confirmed into its lane (raises if not)."""
+        headers = {**copy, wire.H_ENDPOINT: endpoint}
+        runner = self.inline.runner_for(endpoint) if self.inline is not None else None
+        if runner is not None and await self.inline.deliver(runner, message, headers):  # type: ignore[union-attr]
+            return
+        assert self._publisher is not None
+        lane = names.lane_queue(self.prefix, names.lane_of(endpoint, self.lanes))
+        what = f"event {message.message_id} for lane endpoint {endpoint}"
+        await self._publisher.publish("", wire.onward(message, headers), lane, what=what)
 
     async def _route_again(
         self,

@@ -20,6 +20,7 @@ from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_index import SubscriptionIndex
+from warren.consumers.lane_inline import InlineDeliveries
 from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
@@ -50,6 +51,8 @@ class LaneStage:
             retry_delay=lanes.route_retry_delay,
             settled=hooks.settled,
         )
+        if lanes.inline:  # the first attempt made by the router, without a lane copy (lane_inline.py)
+            self.router.inline = InlineDeliveries(runners, lanes.route_prefetch)
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None
