@@ -14,9 +14,9 @@ mid-way leaves the event to another router: its inline deliveries done already a
 
 Isolation: an inline delivery holds the router's window (one of ``route_prefetch`` unacked events) for as long
 as it takes, so only endpoints whose deliveries are fast get one (``InlinePolicy``, pure): not held (circuit
-open, paused, disabled, or not accepting), with a free slot of its ``concurrency`` now, without a fleet-wide
-limit, each under a quarter of the router's window and all together under half of it (the other half always
-routes, as copies take no time); one that turns slow is barred for a while, longer each time.
+open, paused, disabled, or not accepting), without a fleet-wide limit, each with at most its ``concurrency`` and a
+quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
+part always routes copies, which take no time); one that turns slow is barred for a while, longer each time.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ SLOW = 1.0  # seconds: an inline delivery that took longer bars its endpoint fro
 BAR_BASE = 30.0  # seconds the first such bar lasts, doubling each time in a row
 BAR_MAX = 600.0  # and at most this
 WINDOW_SHARE = 4  # an endpoint holds at most 1/this of the router's window with inline deliveries
+FREE_SHARE = 8  # and 1/this of the window (one event at least) is never held by inline deliveries
 
 
 @dataclass
@@ -53,7 +54,8 @@ class InlinePolicy:
 
     def __init__(self, window: int, slow: float = SLOW, bar: float = BAR_BASE, bar_max: float = BAR_MAX) -> None:
         self.cap = max(1, window // WINDOW_SHARE)
-        self.total_cap = max(1, window // 2)  # the other half of the window always routes (copies take no time)
+        # An eighth of the window (one event at least) is never held by inline deliveries: it always routes copies.
+        self.total_cap = window - max(1, window // FREE_SHARE)
         self.in_flight = 0
         self.slow, self.bar, self.bar_max = slow, bar, bar_max
         self._states: dict[str, _State] = {}
@@ -179,12 +181,11 @@ class InlineDeliveries:
 
 
 def _healthy(runner: LaneRunner) -> bool:
-    """Accepting, with a free slot now, and no gate of the fleet's (a roster on the broker) to wait on."""
+    """Accepting, unordered, and with no gate of the fleet's (a roster on the broker) to wait on."""
     endpoint = runner.endpoint
     return (
         runner.paused_reason is None
         and runner._accepting
-        and not runner.slots.locked()
         and endpoint.rate_limit is None
         and endpoint.max_in_flight is None
         and not runner.ordered
