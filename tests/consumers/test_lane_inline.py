@@ -41,7 +41,7 @@ async def test_first_attempts_are_made_by_the_router_with_no_copy_in_the_lanes(
         await wait_depth(config, names.route_queue(config.broker.prefix), 0)
         # Then every first attempt was made inline, none handed to a lane, and every event acked
         assert router.inline is not None and router.inline.delivered == 36 and router.inline.handed == 0
-        assert router.routed == 12
+        assert router.routed == 12 and router.copies == 0
     assert len(receiver.received) == 36  # each once
 
 
@@ -141,6 +141,9 @@ def test_the_policy_caps_each_endpoint_at_a_quarter_of_the_window_and_its_concur
 
 def test_a_slow_inline_delivery_bars_its_endpoint_longer_each_time_in_a_row() -> None:
     policy = InlinePolicy(window=64, slow=1.0, bar=30.0, bar_max=100.0)
+    for k in range(16):  # its lane-mates' deliveries take 10 ms
+        policy.began(f"fast-{k}")
+        policy.ended(f"fast-{k}", 0.01, 0.0)
     policy.began("s")
     policy.ended("s", 2.0, 0.0)  # slow: barred for 30 s
     assert policy.barred("s", 29.0) and not policy.may("s", 8, 29.0)
@@ -156,3 +159,18 @@ def test_a_slow_inline_delivery_bars_its_endpoint_longer_each_time_in_a_row() ->
     policy.began("s")
     policy.ended("s", 2.0, 191.0)
     assert not policy.barred("s", 221.0)
+
+
+def test_when_every_inline_delivery_is_slow_together_nobody_is_barred() -> None:
+    # A loaded machine or receiver: every delivery takes about 2 s
+    policy = InlinePolicy(window=512, slow=1.0)
+    for k in range(64):
+        policy.began(f"e{k}")
+        policy.ended(f"e{k}", 2.0, 0.0)
+    assert not any(policy.barred(f"e{k}", 0.0) for k in range(64))
+    policy.began("a")
+    policy.ended("a", 2.5, 0.0)  # as slow as the others: not barred
+    assert not policy.barred("a", 0.0)
+    policy.began("b")
+    policy.ended("b", 9.0, 0.0)  # four times slower than they are: barred
+    assert policy.barred("b", 0.0)

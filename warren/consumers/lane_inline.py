@@ -16,14 +16,17 @@ Isolation: an inline delivery holds the router's window (one of ``route_prefetch
 as it takes, so only endpoints whose deliveries are fast get one (``InlinePolicy``, pure): not held (circuit
 open, paused, disabled, or not accepting), without a fleet-wide limit, each with at most its ``concurrency`` and a
 quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
-part always routes copies, which take no time); one that turns slow is barred for a while, longer each time.
+part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
+deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
+each time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +38,9 @@ from warren.consumers.lanes import LaneRunner
 
 __all__ = ["BAR_BASE", "BAR_MAX", "SLOW", "InlineCopy", "InlineDeliveries", "InlinePolicy"]
 
-SLOW = 1.0  # seconds: an inline delivery that took longer bars its endpoint from the inline path for a while
+SLOW = 1.0  # seconds: an inline delivery that took longer bars its endpoint from the inline path for a while,
+SLOWER = 4.0  # if it also took this many times the recent inline deliveries' median (all slow together: none)
+RECENT = 64  # inline deliveries that median is taken over
 BAR_BASE = 30.0  # seconds the first such bar lasts, doubling each time in a row
 BAR_MAX = 600.0  # and at most this
 WINDOW_SHARE = 4  # an endpoint holds at most 1/this of the router's window with inline deliveries
@@ -59,6 +64,9 @@ class InlinePolicy:
         self.in_flight = 0
         self.slow, self.bar, self.bar_max = slow, bar, bar_max
         self._states: dict[str, _State] = {}
+        self._recent: deque[float] = deque(maxlen=RECENT)  # the last inline deliveries' seconds, all endpoints
+        self._typical = 0.0  # their median, taken again every RECENT // 8 deliveries
+        self._samples = 0
 
     def may(self, name: str, concurrency: int, now: float) -> bool:
         """Whether ``name`` (of ``concurrency``) may begin an inline delivery now."""
@@ -78,7 +86,11 @@ class InlinePolicy:
         state = self._states.setdefault(name, _State())
         state.in_flight = max(0, state.in_flight - 1)
         self.in_flight = max(0, self.in_flight - 1)
-        if seconds > self.slow:
+        self._recent.append(seconds)
+        self._samples += 1
+        if self._samples < RECENT or self._samples % (RECENT // 8) == 0:  # often enough, and cheaply
+            self._typical = statistics.median(self._recent)
+        if seconds > self.slow and seconds > SLOWER * self._typical:
             state.barred_until = max(
                 state.barred_until, now + min(self.bar_max, self.bar * 2.0 ** min(state.strikes, 16))
             )

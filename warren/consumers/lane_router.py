@@ -84,7 +84,7 @@ class LaneRouter:
         self.retry_delay = retry_delay
         self.settled = settled
         self.routed = 0  # events routed (acked), for logs and tests
-        self.copies = 0  # copies confirmed into lanes
+        self.copies = 0  # copies confirmed into lanes (an inline delivery's is not counted: lane_inline.py)
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
         self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
@@ -153,7 +153,6 @@ class LaneRouter:
         with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
             await self._acks.ack(message)
         self.routed += 1
-        self.copies += len(results)
 
     async def _store(self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: str) -> None:
         """Make ``endpoint``'s copy of the event safe: its first attempt inline (warren/consumers/lane_inline.py)
@@ -166,6 +165,7 @@ class LaneRouter:
         lane = names.lane_queue(self.prefix, names.lane_of(endpoint, self.lanes))
         what = f"event {message.message_id} for lane endpoint {endpoint}"
         await self._publisher.publish("", wire.onward(message, headers), lane, what=what)
+        self.copies += 1
 
     async def _route_again(
         self,
