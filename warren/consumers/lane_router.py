@@ -46,6 +46,7 @@ from warren.consumers.route_attempts import (
 )
 from warren.core.errors import PublishError, UnroutableError, describe
 from warren.topology import names
+from warren.topology.config import Endpoint
 from warren.topology.delays import delay_routing_key
 
 __all__ = ["ROUTE_FAILURE_PAUSE", "ROUTE_STAGE", "LaneRouter"]
@@ -140,7 +141,7 @@ class LaneRouter:
             if state.owed is None or e.name in state.owed
         ]
         copy = copy_headers(headers)
-        results = await asyncio.gather(*(self._store(message, copy, e.name) for e in targets), return_exceptions=True)
+        results = await self._store_all(message, copy, targets)
         failed = [e.name for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
         if failed:
             errors = [r for r in results if isinstance(r, BaseException)]
@@ -153,6 +154,19 @@ class LaneRouter:
         with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
             await self._acks.ack(message)
         self.routed += 1
+
+    async def _store_all(
+        self, message: AbstractIncomingMessage, copy: dict[str, Any], targets: list[Endpoint]
+    ) -> list[BaseException | None]:
+        """Each target's ``_store`` side by side: None or what it raised, in order. One target (the common case:
+        an event for one endpoint) is awaited in this task, without gather's task."""
+        if len(targets) == 1:
+            try:
+                await self._store(message, copy, targets[0].name)
+            except Exception as exc:
+                return [exc]
+            return [None]
+        return await asyncio.gather(*(self._store(message, copy, e.name) for e in targets), return_exceptions=True)
 
     async def _store(self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: str) -> None:
         """Make ``endpoint``'s copy of the event safe: its first attempt inline (warren/consumers/lane_inline.py)
