@@ -49,7 +49,13 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
     doomed, fine = on_lane(1, 1, "doomed")[0], on_lane(2, 1, "fine")[0]
     config = await endpoint_config(
         [lane_endpoint(receiver, doomed), lane_endpoint(receiver, fine, events=["order.*", "user.*"])],
-        lanes={"count": LANES, "route_attempts": 3, "route_retry_delay": "50ms", "route_partitions": 1},
+        lanes={
+            "count": LANES,
+            "route_attempts": 3,
+            "route_retry_delay": "50ms",
+            "route_partitions": 1,
+            "inline": False,
+        },  # the copy path
     )
     prefix, url = config.broker.prefix, config.broker.url
     events = [Event(type="order.paid", data={"n": i}) for i in range(5)]
@@ -108,6 +114,7 @@ async def test_a_lane_that_refuses_for_a_while_recovers_and_only_the_failed_copi
             "route_attempts": 50,
             "route_retry_delay": "100ms",
             "route_partitions": 1,
+            "inline": False,  # the copy path
         },
     )
     prefix = config.broker.prefix

@@ -72,10 +72,18 @@ class DeliveryHooks:
     # Asked after a retryable failure: True hands the message back untouched instead of spending an attempt
     # (the endpoint's circuit has just opened: its messages wait in RabbitMQ with their budget intact).
     park_failures: list[Callable[[str], bool]] = field(default_factory=list)  # endpoint
+    # When an endpoint held by its health lets go by itself (epoch seconds: an open circuit's next probe, a
+    # throttle's end), None if not known: a lane parks a held endpoint's messages until then (lanes.py).
+    hold_ends: list[Callable[[str], float | None]] = field(default_factory=list)  # endpoint
 
     def parks(self, endpoint: str) -> bool:
         """Whether a retryable failure should leave the message untouched in RabbitMQ (the circuit opened)."""
         return any(check(endpoint) for check in self.park_failures)
+
+    def held_until(self, endpoint: str) -> float | None:
+        """When the endpoint's hold ends by itself (epoch seconds), the latest any hook knows; None if none does."""
+        ends = [end for check in self.hold_ends if (end := check(endpoint)) is not None]
+        return max(ends) if ends else None
 
     def settled(self, endpoint: str, how: Settlement) -> None:
         """Tell every settlement callback; one that fails is logged, never raised."""

@@ -42,6 +42,7 @@ from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.hooks import Settlement
 from warren.consumers.key_lanes import lane_key
 from warren.consumers.lane_index import SubscriptionIndex
+from warren.consumers.lane_inline import InlineDeliveries
 from warren.consumers.route_attempts import (
     RouteState,
     copy_headers,
@@ -95,7 +96,7 @@ class LaneRouter:
         self.retry_delay = retry_delay
         self.settled = settled
         self.routed = 0  # events routed (acked), for logs and tests
-        self.copies = 0  # copies confirmed into lanes
+        self.copies = 0  # copies confirmed into lanes (an inline delivery's is not counted: lane_inline.py)
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
         self.ordered_lanes = ordered_lanes
@@ -108,6 +109,7 @@ class LaneRouter:
         self.partitions = ClaimedPartitions(
             [names.route_partition(prefix, i) for i in range(partitions)], prefetch, self._on_event, key=_route_key
         )
+        self.inline: InlineDeliveries | None = None  # first attempts made here, no lane copy (LaneStage sets it)
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
         # wait (unacked, at most the prefetch) while the follower reconnects and reads the stream again.
@@ -148,9 +150,7 @@ class LaneRouter:
         copy = copy_headers(headers)
         key = lane_key(message)
         while True:
-            results = await asyncio.gather(
-                *(self._copy(message, copy, e, key) for e in targets), return_exceptions=True
-            )
+            results = await self._store_all(message, copy, targets, key)
             failed = [e for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
             if not failed:
                 break
@@ -175,19 +175,38 @@ class LaneRouter:
                 return  # the partition is being handed back: the event returns to its head, unacked
         await self._ack(message)
         self.routed += 1
-        self.copies += len(results)
 
-    def _copy(self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: Endpoint, key: str) -> Any:
-        """Publish ``endpoint``'s copy (confirmed, mandatory): an ordered one to its key's ordered lane."""
+    async def _store_all(
+        self, message: AbstractIncomingMessage, copy: dict[str, Any], targets: list[Endpoint], key: str
+    ) -> list[BaseException | None]:
+        """Each target's ``_store`` side by side: None or what it raised, in order. One target (the common case:
+        an event for one endpoint) is awaited in this task, without gather's task."""
+        if len(targets) == 1:
+            try:
+                await self._store(message, copy, targets[0], key)
+            except Exception as exc:
+                return [exc]
+            return [None]
+        return await asyncio.gather(*(self._store(message, copy, e, key) for e in targets), return_exceptions=True)
+
+    async def _store(
+        self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: Endpoint, key: str
+    ) -> None:
+        """Make ``endpoint``'s copy of the event safe: its first attempt inline (warren/consumers/lane_inline.py)
+        when it may have one (unordered only) and it settles there, else a copy confirmed into its lane (raises if
+        not): an ordered endpoint's into its key's ordered lane."""
         assert self._publisher is not None
+        headers = {**copy, wire.H_ENDPOINT: endpoint.name}
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
         else:
+            runner = self.inline.runner_for(endpoint.name) if self.inline is not None else None
+            if runner is not None and await self.inline.deliver(runner, message, headers):  # type: ignore[union-attr]
+                return
             lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
         what = f"event {message.message_id} for lane endpoint {endpoint.name}"
-        return self._publisher.publish(
-            "", wire.onward(message, {**copy, wire.H_ENDPOINT: endpoint.name}), lane, what=what
-        )
+        await self._publisher.publish("", wire.onward(message, headers), lane, what=what)
+        self.copies += 1
 
     async def _ack(self, message: AbstractIncomingMessage) -> None:
         lanes = self.partitions.lanes_of(message)

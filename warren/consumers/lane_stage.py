@@ -21,6 +21,7 @@ from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_index import SubscriptionIndex
+from warren.consumers.lane_inline import InlineDeliveries
 from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
@@ -77,6 +78,8 @@ class LaneStage:
             ),
             PartitionClaims(urls, self.router.partitions, interval, roster=names.route_roster(prefix), label="route"),
         )
+        if lanes.inline:  # the first attempt made by the router, without a lane copy (lane_inline.py)
+            self.router.inline = InlineDeliveries(runners, lanes.route_prefetch)
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None

@@ -66,6 +66,7 @@ PARK_DELAY = 1.0  # seconds a message over its endpoint's share of the lane wait
 PARK_DELAY_MAX = 30.0  # and at most (a slow endpoint's surplus waits about as long as it needs for what it holds)
 PAUSED_PARK_DELAY = 5.0  # seconds a message of a paused endpoint (circuit open, paused, disabled) waits there,
 # doubling each time in a row (warren-lane-holds) up to PARK_DELAY_MAX
+PROBE_SLACK = 1.0  # seconds after an open circuit's next probe is due that its parked messages come back
 UNSERVED_PARKS = 10  # times a message for an endpoint not served here is parked before it is discarded
 UNSERVED_PARK_DELAY = 2.0  # seconds each such park waits: together, time for every worker to hear of a new one
 
@@ -122,7 +123,7 @@ class LaneRunner(SharedHomeRunner):
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         # Held by a gate (circuit open, paused, disabled) or not consuming: parked, not nacked, so that the lane's
         # head moves and no hand-back is counted against the message.
-        await park_held(self.settler, message)
+        await park_held(self.settler, message, self.hooks.held_until(self.endpoint.name))
 
     async def deliver(self, message: AbstractIncomingMessage) -> None:
         """Deliver one message of the lane (its turn in this endpoint's FIFO first)."""
@@ -257,7 +258,7 @@ class LaneConsumer:
             await self._unserved(lane, message, name)
             return
         if runner.paused_reason is not None or not runner.accepts(message):
-            await park_held(runner.settler, message)
+            await park_held(runner.settler, message, runner.hooks.held_until(name))
             return
         concurrency, held, seconds_each = runner.endpoint.concurrency, lane.held[name], lane.seconds_each(name)
         share = self.share(lane, name, concurrency)
@@ -339,10 +340,13 @@ class LaneConsumer:
             await self.settler.close()
 
 
-async def park_held(settler: Settler, message: AbstractIncomingMessage) -> None:
-    """Park a message of a held endpoint, longer each time in a row (``held_park_delay``), counted in a header."""
+async def park_held(settler: Settler, message: AbstractIncomingMessage, until: float | None = None) -> None:
+    """Park a message of a held endpoint, longer each time in a row (``held_park_delay``), counted in a header;
+    and, when its hold ends by itself at ``until`` (an open circuit's next probe, epoch seconds), until then."""
     holds = wire.header_int((message.headers or {}).get(wire.H_LANE_HOLDS)) or 0
     delay = held_park_delay(PAUSED_PARK_DELAY, PARK_DELAY_MAX, holds)
+    if until is not None:
+        delay = max(delay, until - time.time() + PROBE_SLACK)
     await settler.park(message, delay, {wire.H_LANE_HOLDS: holds + 1})
 
 

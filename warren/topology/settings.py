@@ -298,6 +298,10 @@ class LaneSettings(_Frozen):
     count: int = Field(default=0, ge=0, le=1024, description="lanes (quorum queues shared by lane endpoints); 0: off")
     prefetch: int = Field(default=64, ge=1, le=10_000, description="messages a worker holds unacked per lane")
     route_prefetch: int = Field(default=64, ge=1, le=10_000, description="events the routing stage holds at once")
+    inline: bool = Field(
+        default=True,
+        description="the routing stage makes a healthy lane endpoint's first attempt itself, with no copy in its lane",
+    )
     apply_wait: Duration = Field(
         default=2.0,
         ge=0,

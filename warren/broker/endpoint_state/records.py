@@ -36,6 +36,7 @@ __all__ = [
     "EndpointView",
     "Standing",
     "StateRecord",
+    "hold_end",
     "standing",
     "summary",
 ]
@@ -165,6 +166,20 @@ def standing(view: EndpointView, now: float, probing: bool = False) -> Standing:
             return Standing("probe", f"probing: {circuit.reason}", circuit.since)
         return Standing("hold", f"circuit {circuit.state}: {circuit.reason}", circuit.since)
     return Standing("deliver")
+
+
+def hold_end(view: EndpointView, now: float, probing: bool = False) -> float | None:
+    """When a hold that ends by itself does (epoch seconds): a throttle's end, an open circuit's next probe (the
+    later of the two). None when the endpoint is not so held: not held, paused or disabled by the operator (no end
+    is known), or this worker holds its probe."""
+    admin = view.admin
+    if admin is not None and admin.state in (DISABLED, PAUSED):
+        return None
+    ends = [view.throttled_until] if view.throttle is not None and view.throttled_until > now else []
+    circuit = view.circuit
+    if circuit is not None and circuit.state in (OPEN, HALF_OPEN) and not probing and circuit.retry_at is not None:
+        ends.append(float(circuit.retry_at))
+    return max(ends) if ends else None
 
 
 def summary(view: EndpointView, now: float) -> tuple[str, str, float | None]:

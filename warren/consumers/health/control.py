@@ -33,7 +33,7 @@ from collections.abc import Container, Mapping
 
 from warren.broker.amqp.connection import connect_once
 from warren.broker.endpoint_state.operator_events import EXHAUSTED, PUBLISH_FAILURES, iso
-from warren.broker.endpoint_state.records import ACTIVE, HALF_OPEN, OPEN, EndpointView, StateRecord, standing
+from warren.broker.endpoint_state.records import ACTIVE, HALF_OPEN, OPEN, EndpointView, StateRecord, hold_end, standing
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health import breaker
 from warren.consumers.health.guard import EndpointGuard
@@ -65,6 +65,7 @@ class HealthControl(HealthState):
         await self._connect()
         self.hooks.gates.append(self)
         self.hooks.park_failures.append(self._parks)
+        self.hooks.hold_ends.append(self._hold_end)
         self.hooks.on_disable.append(self._on_disable)
         self.hooks.observers.append(self._observe)
         now = time.time()
@@ -200,6 +201,10 @@ class HealthControl(HealthState):
     def _parks(self, endpoint: str) -> bool:
         guard = self.guards.get(endpoint)
         return guard is not None and guard.parks()
+
+    def _hold_end(self, endpoint: str) -> float | None:
+        guard = self.guards.get(endpoint)
+        return None if guard is None else hold_end(guard.view, time.time(), guard.probing)
 
     def _on_disable(self, endpoint: str, reason: str) -> None:
         guard = self.guards.get(endpoint)

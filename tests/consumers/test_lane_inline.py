@@ -1,0 +1,176 @@
+"""The routing stage's first attempt inline (warren/consumers/lane_inline.py): real RabbitMQ, real receivers.
+
+A healthy lane endpoint's first attempt is made by the router with the endpoint's own runner, with no copy in
+its lane; what the attempt leaves to do (a retry, a dead letter) goes through the broker as from the lane; a slow
+endpoint is barred from the inline path and holds none of its lane-mates back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.consumers.test_lanes_flow import LANES, by_path, lane_endpoint
+from tests.support.dead_letters import wait_depth
+from tests.support.receiver import Receiver, Reply
+from warren.broker.events import Event
+from warren.consumers import lane_inline
+from warren.consumers.lane_inline import InlinePolicy
+from warren.consumers.worker import Worker
+from warren.topology import names
+
+pytestmark = pytest.mark.timeout(90)
+
+
+async def test_first_attempts_are_made_by_the_router_with_no_copy_in_the_lanes(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given three lane endpoints answering 200
+    endpoints = ["in-a", "in-b", "in-c"]
+    config = await endpoint_config([lane_endpoint(receiver, n) for n in endpoints], lanes={"count": LANES})
+    events = [Event(type="order.paid", data={"n": i}) for i in range(12)]  # fewer than a concurrency (16)
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        # When 12 events are published
+        await publish(config, events)
+        await receiver.wait_for(lambda r: all(r.ok_ids(f"/hook/{n}") == {e.id for e in events} for n in endpoints), 20)
+        router = worker.lanes.router
+        await wait_depth(config, names.route_queue(config.broker.prefix), 0)
+        # Then every first attempt was made inline, none handed to a lane, and every event acked
+        assert router.inline is not None and router.inline.delivered == 36 and router.inline.handed == 0
+        assert router.routed == 12 and router.copies == 0
+    assert len(receiver.received) == 36  # each once
+
+
+async def test_with_inline_off_every_copy_goes_through_its_lane(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    config = await endpoint_config([lane_endpoint(receiver, "off-a")], lanes={"count": LANES, "inline": False})
+    events = [Event(type="order.paid", data={"n": i}) for i in range(10)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is None
+        await publish(config, events)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/off-a") == {e.id for e in events}, 20)
+        assert worker.lanes.router.copies == 10
+    assert len(receiver.received) == 10
+
+
+async def test_a_failed_inline_attempt_goes_on_through_the_delay_chain_and_its_lane_counting_the_attempt(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a lane endpoint answering 503 to each event's first two attempts, then 200
+    seen: Counter[str] = Counter()
+
+    def flaky(event_id: str) -> Reply:
+        seen[event_id] += 1
+        return Reply(503 if seen[event_id] <= 2 else 200)
+
+    receiver.behaviour = by_path({"flaky-in": flaky})
+    config = await endpoint_config([lane_endpoint(receiver, "flaky-in")], lanes={"count": LANES})
+    events = [Event(type="order.paid", data={"n": i}) for i in range(8)]
+    async with Worker(config) as worker:
+        await publish(config, events)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/flaky-in") == {e.id for e in events}, 30)
+        lane = names.lane_queue(config.broker.prefix, names.lane_of("flaky-in", LANES))
+        assert await wait_depth(config, lane, 0) == 0
+        # The first attempts were inline, settled by their retries (confirmed into the delay chain): no copy owed
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        assert worker.lanes.router.inline.delivered == 8 and worker.lanes.router.inline.handed == 0
+    # Then each event was attempted three times (the inline one counted) and delivered once
+    assert all(seen[e.id] == 3 for e in events), seen
+    assert len(receiver.ok_ids("/hook/flaky-in")) == 8
+
+
+async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_mate_back(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an inline delivery counted slow past 0.3 s, a router window of 8 (2 inline deliveries an endpoint at
+    # most), a lane endpoint answering after 1 s (concurrency 4) and a fast one
+    monkeypatch.setattr(lane_inline, "SLOW", 0.3)
+    receiver.behaviour = by_path({"slow-in": lambda _: Reply(200, delay=1.0)})
+    config = await endpoint_config(
+        [
+            lane_endpoint(receiver, "slow-in", events=["slow.*"], concurrency=4, timeout="5s"),
+            lane_endpoint(receiver, "fast-in", events=["fast.*"]),
+        ],
+        lanes={"count": LANES, "route_prefetch": 8},
+    )
+    slow = [Event(type="slow.x", data={"n": i}) for i in range(8)]
+    fast = [Event(type="fast.x", data={"n": i}) for i in range(60)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        inline = worker.lanes.router.inline
+        # When the slow endpoint's events are published first, then the fast one's
+        started = time.monotonic()
+        await publish(config, slow)
+        await publish(config, fast)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/fast-in") == {e.id for e in fast}, 20)
+        fast_done = time.monotonic() - started
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/slow-in") == {e.id for e in slow}, 30)
+        # Then the slow one is barred after its first inline deliveries (at most 2 at once), its others went
+        # through its lane, and the fast one's 60 were not held behind it (the slow ones take 2 s, 4 at a time)
+        assert inline.policy.barred("slow-in", time.monotonic())
+        assert 1 <= inline.started["slow-in"] <= 2, inline.started
+        assert fast_done < 1.9, fast_done
+    assert len(receiver.ok_ids("/hook/slow-in")) == 8
+
+
+def test_the_policy_caps_each_endpoint_at_a_quarter_of_the_window_and_its_concurrency_keeping_an_eighth_free() -> None:
+    policy = InlinePolicy(window=16)  # 4 an endpoint at most, 14 in all
+    for _ in range(4):
+        assert policy.may("a", 32, 0.0)
+        policy.began("a")
+    assert not policy.may("a", 32, 0.0)
+    assert policy.may("b", 2, 0.0)
+    policy.began("b")
+    policy.began("b")
+    assert not policy.may("b", 2, 0.0)  # its concurrency
+    policy.ended("a", 0.01, 0.0)
+    assert policy.may("a", 32, 0.0)
+    for name in ("a", "c", "c", "c", "c", "d", "d", "d"):
+        policy.began(name)  # 14 in flight in all (a 4, b 2, c 4, d 4 after one more)
+    assert policy.may("d", 32, 0.0)
+    policy.began("d")
+    assert not policy.may("e", 32, 0.0)  # two of the 16 stay free
+    policy.ended("d", 0.01, 0.0)
+    assert policy.may("e", 32, 0.0)
+
+
+def test_a_slow_inline_delivery_bars_its_endpoint_longer_each_time_in_a_row() -> None:
+    policy = InlinePolicy(window=64, slow=1.0, bar=30.0, bar_max=100.0)
+    for k in range(16):  # its lane-mates' deliveries take 10 ms
+        policy.began(f"fast-{k}")
+        policy.ended(f"fast-{k}", 0.01, 0.0)
+    policy.began("s")
+    policy.ended("s", 2.0, 0.0)  # slow: barred for 30 s
+    assert policy.barred("s", 29.0) and not policy.may("s", 8, 29.0)
+    assert not policy.barred("s", 30.0) and policy.may("s", 8, 30.0)
+    policy.began("s")
+    policy.ended("s", 2.0, 30.0)  # again: 60 s
+    assert policy.barred("s", 89.0) and not policy.barred("s", 90.0)
+    policy.began("s")
+    policy.ended("s", 2.0, 90.0)  # again: 120, at most 100
+    assert policy.barred("s", 189.0) and not policy.barred("s", 190.0)
+    policy.began("s")
+    policy.ended("s", 0.01, 190.0)  # fast again: the count starts over
+    policy.began("s")
+    policy.ended("s", 2.0, 191.0)
+    assert not policy.barred("s", 221.0)
+
+
+def test_when_every_inline_delivery_is_slow_together_nobody_is_barred() -> None:
+    # A loaded machine or receiver: every delivery takes about 2 s
+    policy = InlinePolicy(window=512, slow=1.0)
+    for k in range(64):
+        policy.began(f"e{k}")
+        policy.ended(f"e{k}", 2.0, 0.0)
+    assert not any(policy.barred(f"e{k}", 0.0) for k in range(64))
+    policy.began("a")
+    policy.ended("a", 2.5, 0.0)  # as slow as the others: not barred
+    assert not policy.barred("a", 0.0)
+    policy.began("b")
+    policy.ended("b", 9.0, 0.0)  # four times slower than they are: barred
+    assert policy.barred("b", 0.0)

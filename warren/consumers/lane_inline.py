@@ -1,0 +1,204 @@
+"""The routing stage's first attempt inline: a lane endpoint's first POST made by the router, with no lane copy.
+
+Through a lane, an event costs two quorum queues and two hops (the routing queue, a confirmed copy into the
+lane, a consume and an ack there) where a dedicated endpoint's costs one; on a saturated machine that halves
+the rate (docs/deployment.md, "Lane endpoints, measured"). So the router, for a healthy lane endpoint this worker
+serves, attempts the first delivery itself with that endpoint's own runner, as if the copy had come through
+its lane: the same signing, tenant check, gates, decision and settling. Only what the attempt leaves to do
+goes to the broker: a retry into the delay chain (back to the endpoint's lane), a dead letter into the lane's
+DLQ, a park into the lane, each confirmed as the runner always does; and a hand-back becomes a copy published
+into the lane by the router. The event is acked only once every subscriber's fate is safe (delivered, or its
+next step confirmed), so a publisher's confirm still means "stored for every subscriber" and a worker killed
+mid-way leaves the event to another router: its inline deliveries done already are duplicates, bounded by
+``[lanes] route_prefetch`` as the copies are (docs/architecture.md, "Lanes").
+
+Isolation: an inline delivery holds the router's window (one of ``route_prefetch`` unacked events) for as long
+as it takes, so only endpoints whose deliveries are fast get one (``InlinePolicy``, pure): not held (circuit
+open, paused, disabled, or not accepting), without a fleet-wide limit, each with at most its ``concurrency`` and a
+quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
+part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
+deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
+each time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from warren.consumers.endpoint_runner import EndpointRunner
+from warren.consumers.lanes import LaneRunner
+
+__all__ = ["BAR_BASE", "BAR_MAX", "SLOW", "InlineCopy", "InlineDeliveries", "InlinePolicy"]
+
+SLOW = 1.0  # seconds: an inline delivery that took longer bars its endpoint from the inline path for a while,
+SLOWER = 4.0  # if it also took this many times the recent inline deliveries' median (all slow together: none)
+RECENT = 64  # inline deliveries that median is taken over
+BAR_BASE = 30.0  # seconds the first such bar lasts, doubling each time in a row
+BAR_MAX = 600.0  # and at most this
+WINDOW_SHARE = 4  # an endpoint holds at most 1/this of the router's window with inline deliveries
+FREE_SHARE = 8  # and 1/this of the window (one event at least) is never held by inline deliveries
+
+
+@dataclass
+class _State:
+    in_flight: int = 0
+    barred_until: float = 0.0
+    strikes: int = 0
+
+
+class InlinePolicy:
+    """Which lane endpoints get their first attempt inline; pure (the clock is passed in)."""
+
+    def __init__(self, window: int, slow: float = SLOW, bar: float = BAR_BASE, bar_max: float = BAR_MAX) -> None:
+        self.cap = max(1, window // WINDOW_SHARE)
+        # An eighth of the window (one event at least) is never held by inline deliveries: it always routes copies.
+        self.total_cap = window - max(1, window // FREE_SHARE)
+        self.in_flight = 0
+        self.slow, self.bar, self.bar_max = slow, bar, bar_max
+        self._states: dict[str, _State] = {}
+        self._recent: deque[float] = deque(maxlen=RECENT)  # the last inline deliveries' seconds, all endpoints
+        self._typical = 0.0  # their median, taken again every RECENT // 8 deliveries
+        self._samples = 0
+
+    def may(self, name: str, concurrency: int, now: float) -> bool:
+        """Whether ``name`` (of ``concurrency``) may begin an inline delivery now."""
+        if self.in_flight >= self.total_cap:
+            return False
+        state = self._states.get(name)
+        if state is None:
+            return True
+        return now >= state.barred_until and state.in_flight < min(self.cap, concurrency)
+
+    def began(self, name: str) -> None:
+        self._states.setdefault(name, _State()).in_flight += 1
+        self.in_flight += 1
+
+    def ended(self, name: str, seconds: float, now: float) -> None:
+        """An inline delivery of ``name`` took ``seconds``: a slow one bars the endpoint (longer each time)."""
+        state = self._states.setdefault(name, _State())
+        state.in_flight = max(0, state.in_flight - 1)
+        self.in_flight = max(0, self.in_flight - 1)
+        self._recent.append(seconds)
+        self._samples += 1
+        if self._samples < RECENT or self._samples % (RECENT // 8) == 0:  # often enough, and cheaply
+            self._typical = statistics.median(self._recent)
+        if seconds > self.slow and seconds > SLOWER * self._typical:
+            state.barred_until = max(
+                state.barred_until, now + min(self.bar_max, self.bar * 2.0 ** min(state.strikes, 16))
+            )
+            state.strikes += 1
+        elif now >= state.barred_until:
+            state.strikes = 0
+        if not state.in_flight and not state.strikes:
+            del self._states[name]
+
+    def barred(self, name: str, now: float) -> bool:
+        state = self._states.get(name)
+        return state is not None and now < state.barred_until
+
+
+class InlineCopy:
+    """The lane copy an inline delivery stands for, as the endpoint's runner reads and settles it.
+
+    Nothing of it is on the broker: ``ack`` (the runner delivered it, or confirmed its next step: a retry, a dead
+    letter, a park) resolves ``settled`` with True; ``nack``/``reject`` (handed back: cancelled, or a move that
+    failed) with False, and the router then owes the endpoint a copy in its lane.
+    """
+
+    redelivered = False
+    exchange = ""
+    consumer_tag: str | None = None  # no lane channel: the settler acks it by itself (``ack``), never batched
+    delivery_tag: int | None = None
+
+    def __init__(self, event: AbstractIncomingMessage, headers: Mapping[str, Any], lane: str) -> None:
+        self.body = event.body
+        self.message_id = event.message_id
+        self.type = event.type
+        self.content_type = event.content_type
+        self.timestamp = event.timestamp
+        self.app_id = event.app_id
+        self.correlation_id = event.correlation_id
+        self.headers = dict(headers)
+        self.routing_key = lane
+        self.settled: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def _settle(self, stored: bool) -> None:
+        if not self.settled.done():
+            self.settled.set_result(stored)
+
+    async def ack(self, multiple: bool = False) -> None:
+        self._settle(True)
+
+    async def nack(self, multiple: bool = False, requeue: bool = True) -> None:
+        self._settle(False)
+
+    async def reject(self, requeue: bool = False) -> None:
+        self._settle(False)
+
+
+class InlineDeliveries:
+    """The router's inline path: ``runner_for`` picks (and reserves) a lane endpoint's runner, ``deliver`` uses it.
+
+    ``runners`` is the worker's map (a deferred endpoint's runner is built by ``get``, as for its first lane
+    message).
+    """
+
+    def __init__(
+        self, runners: Mapping[str, EndpointRunner], window: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.runners = runners
+        self.policy = InlinePolicy(window, SLOW, BAR_BASE, BAR_MAX)  # read here, so that tests may set them
+        self.clock = clock
+        self.delivered = 0  # inline deliveries settled without a lane copy (tests, logs)
+        self.started: Counter[str] = Counter()  # inline deliveries begun, by endpoint
+        self.handed = 0  # inline deliveries that ended in a lane copy
+
+    def runner_for(self, name: str) -> LaneRunner | None:
+        """``name``'s runner if its first attempt may be made inline now (counted in flight: ``deliver`` it)."""
+        now = self.clock()
+        if self.policy.barred(name, now):
+            return None
+        runner = self.runners.get(name)
+        if not isinstance(runner, LaneRunner) or not _healthy(runner):
+            return None
+        if not self.policy.may(name, runner.endpoint.concurrency, now):
+            return None
+        self.policy.began(name)
+        self.started[name] += 1
+        return runner
+
+    async def deliver(self, runner: LaneRunner, event: AbstractIncomingMessage, headers: Mapping[str, Any]) -> bool:
+        """Attempt ``event`` for ``runner``'s endpoint as its lane copy would be: True when its fate is safe
+        (delivered, or its retry, dead letter or park confirmed), False when a copy into its lane is owed."""
+        copy = InlineCopy(event, headers, runner.queue_names[0])
+        began = self.clock()
+        try:
+            await runner.deliver(copy)  # type: ignore[arg-type]  # read and settled as a lane message is
+        finally:
+            self.policy.ended(runner.endpoint.name, self.clock() - began, self.clock())
+        stored = copy.settled.done() and copy.settled.result()
+        if stored:
+            self.delivered += 1
+        else:
+            self.handed += 1
+        return stored
+
+
+def _healthy(runner: LaneRunner) -> bool:
+    """Accepting, unordered, and with no gate of the fleet's (a roster on the broker) to wait on."""
+    endpoint = runner.endpoint
+    return (
+        runner.paused_reason is None
+        and runner._accepting
+        and endpoint.rate_limit is None
+        and endpoint.max_in_flight is None
+        and not runner.ordered
+    )
