@@ -38,7 +38,8 @@ async def test_first_attempts_are_made_by_the_router_with_no_copy_in_the_lanes(
         await publish(config, events)
         await receiver.wait_for(lambda r: all(r.ok_ids(f"/hook/{n}") == {e.id for e in events} for n in endpoints), 20)
         router = worker.lanes.router
-        await wait_depth(config, names.route_queue(config.broker.prefix), 0)
+        for partition in range(config.lanes.route_partitions):
+            await wait_depth(config, names.route_partition(config.broker.prefix, partition), 0)
         # Then every first attempt was made inline, none handed to a lane, and every event acked
         assert router.inline is not None and router.inline.delivered == 36 and router.inline.handed == 0
         assert router.routed == 12 and router.copies == 0
