@@ -9,7 +9,8 @@ WarrenError
 ├── EventError               an event cannot be published as given (bad id, type or key, too large, not JSON)
 ├── PublishError             RabbitMQ did not take a message: returned as unroutable, nacked, or the link failed
 │   ├── UnroutableError      no queue is bound for the message (for an event: nothing subscribes to its type)
-│   └── Nacked               (broker.amqp.confirm) RabbitMQ nacked it (after new channels: broker.amqp.confirm_channel)
+│   ├── Nacked               (broker.amqp.confirm) RabbitMQ nacked it (after new channels: broker.amqp.confirm_channel)
+│   └── LinkLost             (broker.amqp.confirm) the connection went before the confirm: maybe stored, maybe not
 ├── BrokerUnavailable        RabbitMQ cannot be reached (connection refused, closed, timed out)
 ├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
@@ -21,6 +22,8 @@ WarrenError
 ├── ApiError                 (api.ingest.errors) an ingest API error response: status, code, message
 ├── AdminError               (broker.endpoint_state.admin) an admin change does not apply to the endpoint's state
 ├── ForbiddenAddress         (transport.egress) the endpoint's address is private and that is not allowed
+├── UnknownProxy             (transport.proxying) an endpoint names a proxy not configured here; also a LookupError
+├── UnresolvedTarget         (transport.proxying) a proxied endpoint's host did not resolve for the guard (retried)
 ├── MalformedMessage         (consumers.delivery) a consumed message is not a deliverable envelope (to the DLQ)
 ├── EndpointBlocked          (consumers.hooks) control flow: a gate holds the attempt back (circuit open, paused)
 ├── VerificationError        (receiving.errors) an inbound request failed its source's check (401)

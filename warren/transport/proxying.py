@@ -28,7 +28,7 @@ from warren.transport.egress import ForbiddenAddress
 __all__ = ["CheckedNames", "ProxyRoutes", "UnknownProxy", "UnresolvedTarget", "check_target", "direct_to_proxy"]
 
 
-class UnknownProxy(LookupError):
+class UnknownProxy(WarrenError, LookupError):
     """An endpoint names a proxy this process has not configured (a live endpoint of a newer configuration)."""
 
 
