@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import TEST_SECRET
 from tests.consumers.test_ordered_lanes import all_delivered, keyed, ordered_endpoint, violations_at
 from tests.support.processes import WorkerProcess, write_config
-from tests.support.receiver import Receiver, always
+from tests.support.receiver import Receiver, Reply, always
 from tests.support.topology import declare
 from warren.broker.endpoint_state.admin import change_admin
 from warren.broker.live_apply import apply_endpoint
@@ -108,34 +108,73 @@ async def test_a_paused_ordered_lane_endpoint_with_traffic_no_longer_stalls_its_
     assert violations_at(receiver, ["held", "mate"]) == []
 
 
-async def test_a_worker_killed_while_draining_a_park_queue_loses_nothing_and_breaks_no_key_order(
+async def test_workers_killed_while_parking_and_while_draining_lose_nothing_and_break_no_key_order(
     make_config: Any, receiver: Receiver, publish: Any, tmp_path: Path
 ) -> None:
-    # Given a paused ordered lane endpoint whose copies were parked, answered slowly (10 ms)
+    # Given a paused ordered lane endpoint and its lane-mate, answered slowly (10 ms)
     receiver.behaviour = always(200, delay=0.01)
     config = await two_in_one_lane(make_config, receiver)
     await admin(config, "pause")
     path = write_config(tmp_path, config)
     events = keyed([f"k{i}" for i in range(8)], 25)
-    first = WorkerProcess(path)
-    second = WorkerProcess(path)
+    workers = [WorkerProcess(path) for _ in range(3)]
     try:
-        await (await first.start()).wait_ready()
+        await (await workers[0].start()).wait_ready()
+        # When the worker parking its copies is killed (SIGKILL) mid-flow, and another takes over
         await publish(config, events[:100])
+        await receiver.wait_for(lambda r: len(r.ok_ids("/hook/mate")) >= 30, 30)
+        workers[0].kill()
+        await (await workers[1].start()).wait_ready()
         await receiver.wait_for(all_delivered(events[:100], ["mate"]), 40)
-        # When it is resumed, and the worker draining it is killed (SIGKILL) mid-drain while traffic continues
+        # And, once it is resumed, the worker draining its park queue is killed too, while traffic goes on
         await admin(config, "resume")
         await receiver.wait_for(lambda r: len([x for x in r.received if x.path == "/hook/held"]) >= 30, 30)
         await publish(config, events[100:150])
-        first.kill()
-        await (await second.start()).wait_ready()
+        workers[1].kill()
+        await (await workers[2].start()).wait_ready()
         await publish(config, events[150:])
-        # Then another worker delivers every event, each key in order among first deliveries
+        # Then the last worker delivers every event, each key in order among first deliveries
         await receiver.wait_for(all_delivered(events, ["held", "mate"]), 90)
         await wait_gone(config, 30)
     finally:
-        await first.cleanup()
-        await second.cleanup()
+        for worker in workers:
+            await worker.cleanup()
+    assert violations_at(receiver, ["held", "mate"]) == []
+
+
+async def test_an_open_circuit_parks_its_copies_is_probed_from_its_park_queue_and_closes(
+    make_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given an ordered lane endpoint answering 503 for a while, its circuit opening after 3 failures and probing
+    # again after 300 ms, and a lane-mate in the same ordered lane (window 8)
+    failing = {"on": True}
+    receiver.behaviour = lambda r, request, body: (
+        Reply(503) if failing["on"] and request.path == "/hook/held" else Reply(200)
+    )
+    circuit = {"consecutive_failures": 3, "cooldown": "300ms", "min_requests": 1000}
+    config: WarrenConfig = make_config(
+        [ordered_endpoint(receiver, "held", circuit=circuit), ordered_endpoint(receiver, "mate")],
+        lanes=LANES,
+        worker={"rebalance_interval": "500ms"},
+        retry={"base": "50ms", "cap": "200ms", "jitter": "none", "max_attempts": 1000},
+    )
+    await declare(config)
+    async with Worker(config):
+        # When steady traffic comes while it fails (its circuit opens: its copies are parked)
+        events = keyed([f"k{i}" for i in range(10)], 6)
+        for start in range(0, len(events), 10):
+            await publish(config, events[start : start + 10])
+            await asyncio.sleep(0.05)
+        # Then the lane-mate gets every event meanwhile
+        await receiver.wait_for(all_delivered(events, ["mate"]), 30)
+        assert await park_depth(config) is not None
+        probes = len([x for x in receiver.received if x.path == "/hook/held"])
+        await asyncio.sleep(1.0)
+        assert len([x for x in receiver.received if x.path == "/hook/held"]) > probes  # probed while open
+        # And once it recovers, a probe from the park queue closes the circuit and every event arrives in order
+        failing["on"] = False
+        await receiver.wait_for(all_delivered(events, ["held"]), 40)
+        await wait_gone(config, 20)
     assert violations_at(receiver, ["held", "mate"]) == []
 
 

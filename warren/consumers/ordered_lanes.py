@@ -9,11 +9,11 @@ into the lane in order (warren/consumers/lane_router.py), so the lane holds each
 
 An ordered lane endpoint's runner is a dedicated ordered endpoint's (``EndpointRunner``, retry in place up to
 ``delivery.ordered_hold_limit``, the lane handed back whole past it), with two differences, both because the lane
-is shared: a held endpoint (paused, circuit open, disabled) keeps its messages where they are, unattempted, in
-their FIFOs, instead of handing the whole lane back (which would return its lane-mates' messages too, and be
-delivered straight back); and its dead letters go to the DLQ of its unordered lane (``lane_of(endpoint)``), so
-that ``warren dlq`` and recover find them where they find every lane endpoint's. A replayed letter reaches that
-unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
+is shared: a held endpoint (paused, circuit open, disabled) has its copies moved, in order, into a park queue
+of its own (warren/consumers/ordered_parks.py) instead of handing the whole lane back (which would return its
+lane-mates' messages too, and be delivered straight back); and its dead letters go to the DLQ of its unordered
+lane (``lane_of(endpoint)``), so that ``warren dlq`` and recover find them where they find every lane endpoint's.
+A replayed letter reaches that unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
 """
 
 from __future__ import annotations
