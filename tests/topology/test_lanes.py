@@ -38,6 +38,8 @@ def test_lane_names() -> None:
     assert names.ordered_lane_queue(P, 1) == "warren.lane.o1"
     assert names.is_runtime_queue(P, "warren.route.roster") and names.is_runtime_queue(P, "warren.lane.o1.owner")
     assert not names.is_runtime_queue(P, "warren.route.p1") and not names.is_runtime_queue(P, "warren.lane.o1")
+    park = names.ordered_park_queue(P, "ledger")  # a held ordered lane endpoint's, and its drain lock
+    assert names.is_runtime_queue(P, park) and names.is_runtime_queue(P, f"{park}.drain")
 
 
 def test_lane_of_is_stable_across_processes() -> None:

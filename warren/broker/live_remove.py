@@ -86,16 +86,33 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
             "replay or purge them (`warren dlq`), or remove it with force to discard them",
             {lane_dlq: letters},
         )
+    park = names.ordered_park_queue(prefix, name)
+    if lane_dlq is not None and not force and (parked := await _parked(connection, park)):
+        raise EndpointNotEmpty(
+            f"endpoint {name!r} has {parked} message(s) parked in {park} while it was held: nothing removed; "
+            "resume it and let them drain, or remove it with force to discard them",
+            {park: parked},
+        )
     await announce(connection, prefix, EndpointRecord.removing(name, by()))
     if not layout.exists:
-        if lane_dlq is None or not force:
+        if lane_dlq is None:
+            return Removal()
+        # An ordered lane endpoint held once may have a park queue (warren/consumers/ordered_parks.py).
+        queued = sum((await retire(connection, settings, name, [park], force=force)).values())
+        if not force:
             return Removal()
         # A lane endpoint: its letters leave the shared DLQ with it, so a later endpoint of the name (another
         # tenant's, say) inherits none; its lane-mates' stay, in order.
         purged = await _taken(connection, lane_dlq, name, purge=True)
-        if purged:
-            log.warning("endpoint %s removed with force: %d dead letter(s) discarded from %s", name, purged, lane_dlq)
-        return Removal(0, purged)
+        if purged or queued:
+            log.warning(
+                "endpoint %s removed with force: %d parked message(s) and %d dead letter(s) (from %s) discarded",
+                name,
+                queued,
+                purged,
+                lane_dlq,
+            )
+        return Removal(queued, purged)
     await delete_exchange(connection, names.endpoint_exchange(prefix, name))
     queues = [*layout.consumed, *([dlq] if layout.dlq is not None else [])]
     discarded = await retire(connection, settings, name, queues, force=force)
@@ -124,6 +141,16 @@ def _lane_dlq(settings: WarrenConfig, name: str) -> str | None:
     """The DLQ of ``name``'s lane, where a lane endpoint's letters are; None when lanes are off."""
     count = settings.lanes.count
     return names.lane_dlq(settings.broker.prefix, names.lane_of(name, count)) if count else None
+
+
+async def _parked(connection: AbstractConnection, park: str) -> int:
+    """Messages in park queue ``park`` (0 when there is none)."""
+    probe = QueueProbe(connection)
+    try:
+        depth = await probe.depth(park)
+    finally:
+        await probe.close()
+    return 0 if depth is None else depth.ready
 
 
 async def _taken(connection: AbstractConnection, lane_dlq: str, name: str, *, purge: bool) -> int:

@@ -208,6 +208,9 @@ async def collect_status(
                 # A lane endpoint has no queue of its own: its lane's, shared with the lane's other endpoints.
                 lane = names.lane_of(endpoint.name, config.lanes.count)
                 rows = (await row(names.lane_queue(prefix, lane), f"lane {lane} (shared)"),)
+                if endpoint.ordering == "key":  # an ordered lane endpoint held has a park queue (ordered_parks.py)
+                    park = await row(names.ordered_park_queue(prefix, endpoint.name), "parked while held")
+                    rows = (*rows, park) if park.exists else rows
                 dead = await row(names.lane_dlq(prefix, lane), f"lane {lane} dead letters (shared)")
             else:
                 queues = [q for q in plan.endpoint_queues(endpoint.name) if q.name != names.dlq(prefix, endpoint.name)]

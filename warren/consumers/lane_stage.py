@@ -26,6 +26,7 @@ from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner
 from warren.consumers.ordered_lanes import OrderedLaneRunner, OrderedLanes
+from warren.consumers.ordered_parks import OrderedParks
 from warren.consumers.partition_claims import PartitionClaims
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
@@ -58,6 +59,7 @@ class LaneStage:
             config.delivery.ordered_hold_limit,
             lanes=lanes.count,
         )
+        self.parks = self.ordered.parks = OrderedParks(prefix, lanes.prefetch, runners, hooks, known)
         self.router = LaneRouter(
             prefix,
             lanes.count,
@@ -159,6 +161,7 @@ class LaneStage:
         self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
         self.ordered.open(connection)
+        self.parks.open(connection, self.ordered.publisher)
         await self.router.start(connection)
         for claims in self.claims:  # the ordered lanes first: their copies wait for nobody else
             await claims.start()
@@ -174,6 +177,7 @@ class LaneStage:
         await self.router.close(grace)
         await self.consumer.close(grace)
         await self.ordered.close(grace)
+        await self.parks.close(grace)
         for claims in self.claims:
             await claims.close()
         if self._publishing is not None:

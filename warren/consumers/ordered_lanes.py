@@ -9,11 +9,11 @@ into the lane in order (warren/consumers/lane_router.py), so the lane holds each
 
 An ordered lane endpoint's runner is a dedicated ordered endpoint's (``EndpointRunner``, retry in place up to
 ``delivery.ordered_hold_limit``, the lane handed back whole past it), with two differences, both because the lane
-is shared: a held endpoint (paused, circuit open, disabled) keeps its messages where they are, unattempted, in
-their FIFOs, instead of handing the whole lane back (which would return its lane-mates' messages too, and be
-delivered straight back); and its dead letters go to the DLQ of its unordered lane (``lane_of(endpoint)``), so
-that ``warren dlq`` and recover find them where they find every lane endpoint's. A replayed letter reaches that
-unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
+is shared: a held endpoint (paused, circuit open, disabled) has its copies moved, in order, into a park queue
+of its own (warren/consumers/ordered_parks.py) instead of handing the whole lane back (which would return its
+lane-mates' messages too, and be delivered straight back); and its dead letters go to the DLQ of its unordered
+lane (``lane_of(endpoint)``), so that ``warren dlq`` and recover find them where they find every lane endpoint's.
+A replayed letter reaches that unordered lane, whose consumer forwards it to its key's ordered lane (lanes.py).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, lane_key
 from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS, SharedHomeRunner
+from warren.consumers.ordered_parks import OrderedParks
 from warren.core.errors import PublishError, describe
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -76,6 +77,14 @@ class OrderedLanes(ClaimedPartitions):
         self.hold_limit = hold_limit
         self.prefix, self.lanes = prefix, lanes
         self.publisher: ConfirmChannel | None = None  # the lane stage's: copies that follow their endpoint elsewhere
+        self.parks: OrderedParks | None = None  # held endpoints' park queues (the lane stage's)
+
+    def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
+        """The lanes of an ordered lane's delivery, or of a park queue's (drained through the same runners)."""
+        lanes = super().lanes_of(message)
+        if lanes is None and self.parks is not None:
+            lanes = self.parks.lanes_of(message)
+        return lanes
 
     async def _deliver(self, message: AbstractIncomingMessage) -> None:
         """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
@@ -85,8 +94,18 @@ class OrderedLanes(ClaimedPartitions):
         while lanes is not None and not lanes.returning:
             runner = self.runners.get(name)
             if isinstance(runner, OrderedLaneRunner):
-                await runner.deliver(message)
-                return
+                try:
+                    if self.parks is not None and await self.parks.divert(lanes, name, runner, message):
+                        return  # held or parked: into its park queue, and the lane moves on (ordered_parks.py)
+                except PublishError as exc:
+                    what = f"{message.message_id} of {name}"
+                    log.warning("could not park %s (%s); its lane goes back", what, describe(exc))
+                    await asyncio.sleep(HELD_WAIT)
+                    lanes.hand_back()
+                    return
+                if await runner.deliver(message, parkable=self.parks is not None):
+                    return
+                continue  # held meanwhile: parked now
             if runner is not None and self.publisher is not None:
                 await self._follow(message, runner, lanes)
                 return
@@ -148,8 +167,10 @@ class OrderedLaneRunner(SharedHomeRunner):
             return
         self._held_back.add(id(message))  # held (paused, circuit open): it waits in its FIFO, unattempted
 
-    async def deliver(self, message: AbstractIncomingMessage) -> None:
-        """Deliver one copy; while the endpoint is held it waits in place (bounded by the hold limit)."""
+    async def deliver(self, message: AbstractIncomingMessage, parkable: bool = False) -> bool:
+        """Deliver one copy: True once settled. While the endpoint is held it waits in place (bounded by the hold
+        limit), or, when ``parkable`` (taken from an ordered lane, not from its park queue), False at once: the
+        caller parks it (ordered_parks.py)."""
         lanes = self.lanes_of(message)
         try:
             while lanes is not None and not lanes.returning:
@@ -158,11 +179,14 @@ class OrderedLaneRunner(SharedHomeRunner):
                     async with self.slots:
                         await self._on_message(message)
                     if id(message) not in self._held_back:
-                        return
+                        return True
+                if parkable:
+                    return False
                 if time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit:
                     await self.settler.hand_back(message)
-                    return
+                    return True
                 if await lanes.wait(HELD_WAIT):
-                    return
+                    return True
+            return True
         finally:
             self._held_back.discard(id(message))

@@ -39,6 +39,7 @@ __all__ = [
     "ordered_lane_of",
     "ordered_lane_queue",
     "ordered_lane_roster",
+    "ordered_park_queue",
     "partition_owner",
     "partition_queue",
     "partition_roster",
@@ -156,6 +157,11 @@ def ordered_lane_queue(prefix: str, index: int) -> str:
 def ordered_lane_roster(prefix: str) -> str:
     """The roster every worker consuming ordered lanes consumes (the claims' fair share)."""
     return f"{prefix}.lane.ordered.roster"
+
+
+def ordered_park_queue(prefix: str, endpoint: str) -> str:
+    """A held ordered lane endpoint's park queue (ordered_parks.py): it exists only while the endpoint is parked."""
+    return f"{prefix}.lane.park.{endpoint}"
 
 
 def ordered_lane_of(endpoint: str, key: str, count: int) -> int:
@@ -297,6 +303,8 @@ def is_runtime_queue(prefix: str, queue: str) -> bool:
     """
     head = f"{prefix}.ep."
     if queue.startswith((f"{prefix}.route.", f"{prefix}.lane.")):
+        if queue.startswith(f"{prefix}.lane.park."):
+            return True  # a held ordered lane endpoint's park queue and its drain lock (ordered_parks.py)
         return queue.endswith((".roster", ".owner"))  # the routers' and ordered lanes' roster and claims
     if queue.startswith(f"{prefix}.health."):
         return queue.endswith((".roster", ".probe"))

@@ -1,0 +1,278 @@
+"""Park queues of held ordered lane endpoints (docs/architecture.md, "Ordered lanes", "A held endpoint").
+
+While an ordered lane endpoint E is held (paused, circuit open, disabled), the ordered lanes' consumer moves each
+copy of E it takes, in its per-(endpoint, key) FIFO order, into E's park queue ``{prefix}.lane.park.<E>``
+(durable; confirmed, mandatory, then acked), so that the lane's head moves on for its lane-mates. The queue's
+*existence* is the parked state: it lives in the broker, so it survives a worker's crash and a lane's hand-over.
+While it exists every copy of E goes there, held or not (behind the earlier ones of its key). A publish to it
+once it is gone is returned as unroutable: nothing of any key can be behind that copy, which is delivered directly.
+
+One worker at a time drains a park queue: the holder of its drain lock (an exclusive queue ``<park>.drain`` on
+its connection, released by a crash). It consumes the park queue into per-key FIFOs and hands each message to
+E's runner, which delivers it (or holds it in place while E is held: the head of the park queue is the probe of an
+open circuit). Once E is served, nothing of the queue is in flight and it holds nothing, the holder closes its
+channel (whatever was on its way returns to the queue) and deletes the queue *if empty* (a classic durable queue:
+quorum queues refuse if-empty), then releases the lock. A copy routed to the queue before the delete makes the
+delete fail (drained next); one after it is returned. The lock makes that safe: nobody else consumes the queue,
+so no message is unacked anywhere when it goes (RabbitMQ's if-empty does not count unacked ones).
+
+What a lane consumer knows of E's park queue is per claimed lane (``PartitionLanes``): only the consumer of that
+lane puts that lane's keys into the park queue, so "not parked" learnt while consuming this lane (a passive
+declare, or a returned publish) stays true for its keys until this consumer parks one of them itself; a new
+consumer of the lane starts knowing nothing and asks RabbitMQ (a passive declare) with its first copy of E.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+
+from warren.broker import wire
+from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.consumers.hooks import DeliveryHooks
+from warren.consumers.key_lanes import PartitionLanes
+from warren.core.errors import UnroutableError, describe
+from warren.topology import names
+
+__all__ = ["OrderedParks"]
+
+log = logging.getLogger("warren.worker")
+
+DRAIN_TICK = 1.0  # seconds between two looks of a drain (lock, emptiness)
+DISCOVER_EVERY = 10.0  # seconds between two looks for park queues of the ordered lane endpoints served here
+PARK_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic"}
+
+
+class OrderedParks:
+    """The park queues this worker parks into and drains. ``runners`` is the worker's map of runners."""
+
+    def __init__(
+        self, prefix: str, prefetch: int, runners: Mapping[str, Any], hooks: DeliveryHooks, known: Callable[[str], bool]
+    ) -> None:
+        self.prefix, self.prefetch = prefix, prefetch
+        self.known = known  # whether an endpoint is (still) routed to: a removed one's drain stops
+        self.runners, self.hooks = runners, hooks
+        self.publisher: ConfirmChannel | None = None
+        self._connection: AbstractRobustConnection | None = None
+        self._known: weakref.WeakKeyDictionary[PartitionLanes, dict[str, bool]] = weakref.WeakKeyDictionary()
+        self._drains: dict[str, asyncio.Task[None]] = {}
+        self._draining: dict[str, PartitionLanes] = {}  # endpoint -> the lanes of its park queue's channel here
+        self._tags: dict[str, PartitionLanes] = {}
+        self._declared: set[str] = set()
+        self._discovery: asyncio.Task[None] | None = None
+        self.running = False
+
+    def open(self, connection: AbstractRobustConnection, publisher: ConfirmChannel) -> None:
+        self._connection, self.publisher, self.running = connection, publisher, True
+        self._discovery = asyncio.get_running_loop().create_task(self._discover())
+
+    def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
+        return self._tags.get(message.consumer_tag or "")
+
+    @staticmethod
+    def held(runner: Any) -> bool:
+        return not runner._accepting or runner.paused_reason is not None
+
+    async def divert(self, lanes: PartitionLanes, name: str, runner: Any, message: AbstractIncomingMessage) -> bool:
+        """Move ``message`` (of ordered lane endpoint ``name``, taken from ordered lane ``lanes``) into the park
+        queue when the endpoint is held or parked, and ack it: True. False: deliver it directly."""
+        assert self.publisher is not None
+        known = self._known.setdefault(lanes, {})
+        for _ in range(3):
+            held = self.held(runner)
+            if not held and known.get(name) is None:  # this lane's consumer parked nothing of it yet: ask RabbitMQ
+                known[name] = await self._exists(names.ordered_park_queue(self.prefix, name))
+            if not held and known.get(name) is False:
+                return False
+            if held:
+                await self._declare(name)
+            try:
+                onward = wire.onward(message, wire.untouched_headers(message))
+                await self.publisher.publish(
+                    "", onward, names.ordered_park_queue(self.prefix, name), what=f"{message.message_id} of {name}"
+                )
+            except UnroutableError:
+                self._declared.discard(name)
+                known[name] = False  # no park queue: nothing of this lane's keys can be waiting in one
+                if not held:
+                    return False
+                continue  # drained and deleted meanwhile, and held again: park it anew
+            known[name] = True
+            self.hooks.settled(name, "parked")
+            with contextlib.suppress(Exception):
+                await lanes.acks.ack(message)
+            self.drain(name)
+            return True
+        return False
+
+    async def _declare(self, name: str) -> None:
+        if name in self._declared:
+            return
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await channel.declare_queue(
+                names.ordered_park_queue(self.prefix, name), durable=True, arguments=PARK_ARGUMENTS
+            )
+        finally:
+            await close_channel(channel)
+        self._declared.add(name)
+
+    def drain(self, name: str) -> None:
+        """Make sure this worker tries to drain ``name``'s park queue (it does once it holds the drain lock)."""
+        if self.running and name not in self._drains:
+            task = asyncio.get_running_loop().create_task(self._drain(name))
+            self._drains[name] = task
+            task.add_done_callback(lambda _t: self._drains.pop(name, None))
+
+    async def _drain(self, name: str) -> None:
+        queue = names.ordered_park_queue(self.prefix, name)
+        while self.running:
+            try:
+                lock = await self._lock(queue)
+                if lock is None:
+                    await asyncio.sleep(DRAIN_TICK * 2)
+                    if not await self._exists(queue):
+                        return
+                    continue
+                try:
+                    if await self._drain_held(name, queue):
+                        return
+                finally:
+                    await self._unlock(lock, queue)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("draining %s: %s; trying again", queue, describe(exc))
+                await asyncio.sleep(DRAIN_TICK)
+
+    async def _drain_held(self, name: str, queue: str) -> bool:
+        """Drain ``queue`` holding its lock; True once it is deleted (or gone)."""
+        while self.running:
+            lanes = await self._consume(name, queue)
+            if lanes is None:
+                return True  # gone
+            while self.running and not lanes.returning:
+                await asyncio.sleep(DRAIN_TICK)
+                if not self.known(name):  # removed: its removal deletes the queue once its consumers left
+                    await lanes.hand_back_now()
+                    return True
+                runner = self.runners.get(name)
+                if runner is None or self.held(runner) or lanes.busy:
+                    continue
+                if await self._count(queue) == 0 and not lanes.busy:
+                    break
+            await lanes.hand_back_now()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lanes.returned.wait(), 30)
+            if not self.running:
+                return False
+            if await self._delete_if_empty(queue):
+                log.info("park queue %s drained and deleted", queue)
+                self._declared.discard(name)
+                return True
+        return False
+
+    async def _consume(self, name: str, queue: str) -> PartitionLanes | None:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        await channel.set_qos(prefetch_count=self.prefetch)
+        try:
+            q = await channel.get_queue(queue, ensure=True)
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return None
+        lanes = PartitionLanes(self._deliver, lambda: self._closed(name, channel))
+        tag = await q.consume(lanes.dispatch)
+        self._tags[tag], self._draining[name] = lanes, lanes
+        return lanes
+
+    async def _closed(self, name: str, channel: AbstractChannel) -> None:
+        self._tags = {t: lanes for t, lanes in self._tags.items() if lanes is not self._draining.get(name)}
+        self._draining.pop(name, None)
+        await close_channel(channel)
+
+    async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
+        runner = self.runners.get(name)
+        lanes = self.lanes_of(message)
+        while runner is None and lanes is not None and not lanes.returning and self.known(name):
+            if await lanes.wait(DRAIN_TICK):  # its runner is being built (or the endpoint went: removal deletes)
+                return
+            runner = self.runners.get(name)
+        if runner is not None:
+            await runner.deliver(message)
+
+    async def _lock(self, queue: str) -> AbstractChannel | None:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await channel.declare_queue(f"{queue}.drain", exclusive=True, auto_delete=True)
+        except aiormq.exceptions.ChannelLockedResource:
+            return None
+        return channel
+
+    async def _unlock(self, channel: AbstractChannel, queue: str) -> None:
+        with contextlib.suppress(Exception):
+            await channel.queue_delete(f"{queue}.drain")
+        await close_channel(channel)
+
+    async def _exists(self, queue: str) -> bool:
+        return await self._count(queue) is not None
+
+    async def _count(self, queue: str) -> int | None:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            q = await channel.declare_queue(queue, passive=True)
+            return q.declaration_result.message_count
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return None
+        finally:
+            await close_channel(channel)
+
+    async def _delete_if_empty(self, queue: str) -> bool:
+        assert self._connection is not None
+        channel = await self._connection.channel()
+        try:
+            await channel.queue_delete(queue, if_empty=True)
+            return True
+        except aiormq.exceptions.ChannelPreconditionFailed:
+            return False  # something arrived meanwhile: drained next
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            return True
+        finally:
+            await close_channel(channel)
+
+    async def _discover(self) -> None:
+        """Look for park queues of the ordered lane endpoints served here (left by a worker that stopped)."""
+        while self.running:
+            for name, runner in list(self.runners.items()):
+                if getattr(runner, "ordered_lanes", None) is None or name in self._drains:
+                    continue
+                with contextlib.suppress(Exception):
+                    if await self._exists(names.ordered_park_queue(self.prefix, name)):
+                        self.drain(name)
+            await asyncio.sleep(DISCOVER_EVERY)
+
+    async def close(self, grace: float) -> None:
+        self.running = False
+        if self._discovery is not None:
+            self._discovery.cancel()
+        for lanes in list(self._draining.values()):
+            await lanes.hand_back_now()
+        waits = [lanes.returned.wait() for lanes in self._draining.values()]
+        if waits:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*waits), grace)
+        for task in list(self._drains.values()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
