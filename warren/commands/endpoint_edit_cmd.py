@@ -45,6 +45,14 @@ ConcurrencyOption = Annotated[int | None, typer.Option("--concurrency", min=1, m
 TimeoutOption = Annotated[str | None, typer.Option("--timeout", help="Request timeout, e.g. 10s.")]
 RateOption = Annotated[float | None, typer.Option("--rate-limit", help="Requests per second, fleet-wide.")]
 InFlightOption = Annotated[int | None, typer.Option("--max-in-flight", help="Concurrent requests, fleet-wide.")]
+FilterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--filter",
+        help='Only events whose data match this JSON filter, e.g. \'{"amount": {"$gt": 1000}, "region": "eu"}\' '
+        "(docs/endpoints.md, Payload filters).",
+    ),
+]
 
 
 def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Awaitable[T]]) -> T:
@@ -87,6 +95,7 @@ def create(
     timeout: TimeoutOption = None,
     rate_limit: RateOption = None,
     max_in_flight: InFlightOption = None,
+    filter_json: FilterOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -95,6 +104,7 @@ def create(
     data = _options(
         name=name, url=url, events=events, secret=secret, home=home, ordering=ordering, partitions=partitions,
         concurrency=concurrency, timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
+        filter=None if filter_json is None else json_option("--filter", filter_json),
     )  # fmt: skip
     stored, text = _with_service(settings, lambda service: service.create(data, tenant=tenant))
     if as_json:
@@ -102,6 +112,8 @@ def create(
         return
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
     _say(f"{escape(stored.name)}: created{owner} (home {stored.home}), applied to RabbitMQ and the workers")
+    if stored.options.get("filter"):
+        _say(f"  filter  {escape(json.dumps(stored.options['filter']))}")
     _say(f"  secret  {text}")
     again = escape(command_line("endpoint", "secret", stored.name, config=config))
     _say(f"  [dim](shown once; `{again}` reveals it again)[/]")
@@ -120,6 +132,8 @@ def update(
     timeout: TimeoutOption = None,
     rate_limit: RateOption = None,
     max_in_flight: InFlightOption = None,
+    filter_json: FilterOption = None,
+    no_filter: Annotated[bool, typer.Option("--no-filter", help="Remove its payload filter.")] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -130,7 +144,12 @@ def update(
     changes = _options(
         url=url, events=events, home=home, ordering=ordering, partitions=partitions, concurrency=concurrency,
         timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight,
+        filter=None if filter_json is None else json_option("--filter", filter_json),
     )  # fmt: skip
+    if no_filter:
+        if filter_json is not None:
+            fail("--filter and --no-filter exclude each other", EXIT_USAGE)
+        changes["filter"] = None  # back to the default: every event of its subscription
     new_tenant: str | bool | None = None if no_tenant else (tenant if tenant is not None else False)
     if not changes and new_tenant is False:
         listing = command_line("endpoint", "update", "--help")
