@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TEST_SECRET
+from tests.consumers.test_lanes_flow import put_on_lane
 from tests.consumers.test_metrics import scrape, value
 from tests.support.dead_letters import wait_depth
 from tests.support.health import wait_until
@@ -149,3 +150,29 @@ async def test_a_lane_endpoints_filter_is_applied_when_routed_so_a_filtered_even
     assert ("lane-all", "filtered") not in settled
     for lane in range(2):
         assert await wait_depth(config, names.lane_dlq(config.broker.prefix, lane), 0) == 0
+
+
+async def test_a_lane_message_that_reached_its_lane_another_way_still_meets_the_filter(
+    endpoint_config: Any, receiver: Receiver
+) -> None:
+    # Given a filtered lane endpoint, and two of its events put straight on its lane (as a demoted endpoint's
+    # queue is moved there): one its filter passes, one it does not
+    config: WarrenConfig = await endpoint_config(
+        [lane_endpoint(receiver, "lane-big", filter=BIG_EU)], lanes={"count": 2}
+    )
+    lane = names.lane_queue(config.broker.prefix, names.lane_of("lane-big", 2))
+    kept = Event(type="order.paid", data={"amount": 2000, "region": "eu"})
+    dropped = Event(type="order.paid", data={"amount": 2000, "region": "us"})
+    await put_on_lane(config, lane, [(dropped, "lane-big"), (kept, "lane-big")])
+    settled: list[tuple[str, str]] = []
+    hooks = DeliveryHooks()
+    hooks.settlements.append(lambda endpoint, how: settled.append((endpoint, how)))
+    async with Worker(config, hooks=hooks):
+        # When the worker serves the lane
+        await receiver.wait_for(lambda r: kept.id in r.ok_ids("/hook/lane-big"), 15)
+        await wait_until(lambda: ("lane-big", "filtered") in settled, 10, "the other one filtered")
+        assert await wait_depth(config, lane, 0) == 0
+    # Then only the one the filter passes was POSTed; the other was acked, counted, and is in no DLQ
+    assert [r.event_id for r in receiver.received] == [kept.id]
+    assert settled.count(("lane-big", "filtered")) == 1
+    assert await wait_depth(config, names.lane_dlq(config.broker.prefix, names.lane_of("lane-big", 2)), 0) == 0

@@ -1,12 +1,15 @@
 """Whether an endpoint takes an event at all: its tenant, and its payload filter (warren/core/filters.py).
 
-Two places decide, one per home. A lane endpoint's filter is applied by the routing stage (``wanted``, one call in
-lane_router.py): an event it filters out gets no copy in its lane. A dedicated endpoint's events reach its queue by
-RabbitMQ's bindings, which cannot look into a body, so its runner asks ``refused`` before the POST: an event of
-another tenant is discarded, one its filter does not pass is acked without a POST. Either way a filtered-out event
-is counted as the endpoint's settlement ``filtered`` (``warren_filtered_total{endpoint}``), logged at debug level,
-and never retried or dead-lettered. A body that is not an envelope with ``data`` is let through, to be
-dead-lettered as malformed where it is delivered, as it is without a filter.
+A lane endpoint's filter is applied by the routing stage (``wanted``, one call in lane_router.py): an event it
+filters out gets no copy in its lane. A dedicated endpoint's events reach its queue by RabbitMQ's bindings, which
+cannot look into a body, so its runner asks ``refused`` before the POST: an event of another tenant is discarded,
+one its filter does not pass is acked without a POST. Every runner asks, a lane endpoint's too, as it checks the
+tenant: so the filter also holds for what reaches a queue by another way (a dedicated endpoint's queue moved onto
+its lane, a dead letter replayed after the filter changed), for one parse of the body per delivery of an endpoint
+with a filter. A filtered-out event is counted as the endpoint's settlement ``filtered``
+(``warren_filtered_total{endpoint}``), logged at debug level, and never retried or dead-lettered. A body that is
+not an envelope with ``data`` is let through, to be dead-lettered as malformed where it is delivered, as it is
+without a filter.
 """
 
 from __future__ import annotations
@@ -52,9 +55,8 @@ async def refused(endpoint: Endpoint, settler: Settler, message: AbstractIncomin
 
     An event of a tenant it does not serve (``Endpoint.receives_tenant``) is discarded: routing never puts one in
     its queues, but a retry of an earlier endpoint of the same name (deleted, the name reused by another tenant)
-    can, as it comes due under the queue's name; it reaches neither this endpoint's URL nor its DLQ. An event a
-    dedicated endpoint's filter does not pass is acked as ``filtered`` (a lane endpoint's were filtered when
-    routed).
+    can, as it comes due under the queue's name; it reaches neither this endpoint's URL nor its DLQ. An event its
+    filter does not pass is acked as ``filtered``.
     """
     if not endpoint.receives_tenant(delivery.tenant):
         await settler.discard(
@@ -63,7 +65,7 @@ async def refused(endpoint: Endpoint, settler: Settler, message: AbstractIncomin
             "of an earlier, deleted endpoint of this name?)",
         )
         return True
-    if endpoint.filter is None or endpoint.home != "dedicated":
+    if endpoint.filter is None:
         return False
     data = event_data(delivery.body)
     if data is MISSING or endpoint.filter.matches(data):
