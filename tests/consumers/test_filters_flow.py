@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import TEST_SECRET
+from tests.consumers.test_hostile_messages import publish_raw
 from tests.consumers.test_lanes_flow import put_on_lane
 from tests.consumers.test_metrics import scrape, value
 from tests.support.dead_letters import wait_depth
@@ -176,3 +177,28 @@ async def test_a_lane_message_that_reached_its_lane_another_way_still_meets_the_
     assert [r.event_id for r in receiver.received] == [kept.id]
     assert settled.count(("lane-big", "filtered")) == 1
     assert await wait_depth(config, names.lane_dlq(config.broker.prefix, names.lane_of("lane-big", 2)), 0) == 0
+
+
+async def test_a_body_that_is_not_an_envelope_is_dead_lettered_as_without_a_filter_never_filtered(
+    endpoint_config: Any, receiver: Receiver
+) -> None:
+    # Given a filtered dedicated endpoint and a filtered lane endpoint
+    config: WarrenConfig = await endpoint_config(
+        [
+            {"name": "big", "events": ["x.y"], "filter": BIG_EU},
+            {**lane_endpoint(receiver, "lane-big"), "events": ["x.y"], "filter": BIG_EU},
+        ],
+        lanes={"count": 2},
+    )
+    settled: list[tuple[str, str]] = []
+    hooks = DeliveryHooks()
+    hooks.settlements.append(lambda endpoint, how: settled.append((endpoint, how)))
+    async with Worker(config, hooks=hooks):
+        # When a producer that bypassed the publisher sends a body that is not JSON
+        await publish_raw(config, {"evt_raw": b"not an envelope"})
+        # Then each endpoint dead-letters it as malformed, as it would without a filter
+        prefix = config.broker.prefix
+        assert await wait_depth(config, names.dlq(prefix, "big"), 1) == 1
+        assert await wait_depth(config, names.lane_dlq(prefix, names.lane_of("lane-big", 2)), 1) == 1
+    assert receiver.received == []
+    assert ("big", "filtered") not in settled and ("lane-big", "filtered") not in settled
