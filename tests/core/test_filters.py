@@ -54,6 +54,12 @@ def passes(source: Any, data: Any = ORDER) -> bool:
         ({"region": {"$neq": "us"}}, True),
         ({"customer": {"$eq": {"tier": "gold", "address": {"country": "FR"}}}}, True),  # a whole object
         ({"customer": {"$eq": {"tier": "gold"}}}, False),
+        ({"customer": {"$eq": {"tier": "bronze", "address": {"country": "FR"}}}}, False),
+        ({"scores": {"$eq": [3]}}, False),  # a shorter array is another array
+        ({"scores": {"$eq": [3, 9, 1]}}, False),
+        ({"amount": 2000}, False),
+        ({"paid": {"$in": [True]}}, True),
+        ({"paid": {"$in": [False, None]}}, False),
         ({"scores": [3, 9]}, True),  # a whole array
         ({"scores": [9, 3]}, False),
         # an array matches by any element (equality, comparisons, $in); $neq and $nin need none to
@@ -101,6 +107,7 @@ def passes(source: Any, data: Any = ORDER) -> bool:
         ({"customer": {"address": {"country": "DE"}}}, False),
         ({"items.1.sku": "b-2"}, True),
         ({"items.2.sku": {"$exist": False}}, True),
+        ({"items.5.sku": {"$exist": False}}, True),
         ({"items.sku": "a-1"}, False),  # no implicit walk through arrays: index them
         ({"dotted.key": 1}, False),  # a key with a dot cannot be named: it is a path
         # $and, $or, $not
@@ -189,6 +196,10 @@ def test_a_bad_filter_is_refused_naming_the_place(source: Any, where: str, says:
     assert str(refused.value).startswith(f"{where}: " if where else says[:10])
 
 
+def test_the_bounds_are_the_documented_ones() -> None:
+    assert (MAX_BYTES, MAX_DEPTH, MAX_CONDITIONS, MAX_LIST) == (8192, 16, 128, 256)  # docs/endpoints.md
+
+
 def test_the_bounds_are_enforced() -> None:
     # Nesting: MAX_DEPTH levels of objects pass, one more is refused where it goes too deep
     deep: Any = "x"
@@ -204,9 +215,13 @@ def test_the_bounds_are_enforced() -> None:
     EventFilter({f"k{i}": i for i in range(MAX_CONDITIONS)})
     with pytest.raises(FilterError, match=f"at most {MAX_CONDITIONS} conditions"):
         EventFilter({f"k{i}": i for i in range(MAX_CONDITIONS + 1)})
-    # Size
+    # A $not counts what it holds, not itself
+    EventFilter({f"k{i}": {"$not": i} for i in range(MAX_CONDITIONS)})
+    # Size: the compact JSON, to the byte
+    room = MAX_BYTES - len('{"note":""}')
+    assert len(EventFilter({"note": "x" * room}).text) == MAX_BYTES
     with pytest.raises(FilterError, match=f"at most {MAX_BYTES} bytes"):
-        EventFilter({"note": "x" * MAX_BYTES})
+        EventFilter({"note": "x" * (room + 1)})
 
 
 def _data_path(levels: int, leaf: Any) -> Any:
@@ -247,6 +262,7 @@ def test_equal_filters_are_equal_and_hash_alike_and_keep_their_source() -> None:
     b = EventFilter({"amount": {"$gt": 1}, "region": "eu"})
     assert a == b and hash(a) == hash(b) and a != EventFilter({"region": "eu"})
     assert list(a.source) == ["region", "amount"]  # as given
+    assert repr(a) == 'EventFilter({"amount":{"$gt":1},"region":"eu"})'
     # The source shown is a copy: changing it changes nothing the filter does
     a.source["region"] = "us"
     assert a.matches({"region": "eu", "amount": 2})
