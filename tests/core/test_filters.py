@@ -55,6 +55,8 @@ def passes(source: Any, data: Any = ORDER) -> bool:
         ({"customer": {"$eq": {"tier": "gold", "address": {"country": "FR"}}}}, True),  # a whole object
         ({"customer": {"$eq": {"tier": "gold"}}}, False),
         ({"customer": {"$eq": {"tier": "bronze", "address": {"country": "FR"}}}}, False),
+        ({"customer": {"$eq": {"tier": "silver", "address": {"country": "FR"}}}}, False),
+        ({"customer": {"$eq": {"tier": "gold", "address": {"country": "FR"}, "since": 2020}}}, False),
         ({"scores": {"$eq": [3]}}, False),  # a shorter array is another array
         ({"scores": {"$eq": [3, 9, 1]}}, False),
         ({"amount": 2000}, False),
@@ -185,7 +187,7 @@ def test_the_filter_applies_to_the_events_data() -> None:
         ({".a": 1}, ".a", "no empty segment"),
         ({"a": float("inf")}, "a", "numbers are finite"),
         ({"a": {"$eq": {1: "x"}}}, "a.$eq", "object keys are strings"),
-        ({"at": {"$gt": time}}, "at.$gt", "takes JSON values"),
+        ({"at": {"$gt": time}}, "at.$gt", "takes JSON values: not a JSON value (module)"),
     ],
 )
 def test_a_bad_filter_is_refused_naming_the_place(source: Any, where: str, says: str) -> None:
@@ -217,6 +219,10 @@ def test_the_bounds_are_enforced() -> None:
         EventFilter({f"k{i}": i for i in range(MAX_CONDITIONS + 1)})
     # A $not counts what it holds, not itself
     EventFilter({f"k{i}": {"$not": i} for i in range(MAX_CONDITIONS)})
+    with pytest.raises(FilterError, match=f"at most {MAX_CONDITIONS} conditions"):
+        EventFilter({f"k{i}": {"$not": i} for i in range(MAX_CONDITIONS + 1)})
+    # A list of $in: MAX_LIST values, not one more
+    EventFilter({"k": {"$in": list(range(MAX_LIST))}})
     # Size: the compact JSON, to the byte
     room = MAX_BYTES - len('{"note":""}')
     assert len(EventFilter({"note": "x" * room}).text) == MAX_BYTES
