@@ -48,6 +48,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "names": ("warren/topology/names.py", ("tests/topology/test_names.py",)),
     "signing": ("warren/transport/signing.py", ("tests/transport/test_signing.py",)),
     "key_lanes": ("warren/consumers/key_lanes.py", ("tests/consumers/test_key_lanes.py",)),
+    "filters": ("warren/core/filters.py", ("tests/core/test_filters.py",)),
 }
 
 # Only the plugins these tests use: the others (schemathesis, hypothesis) cost a second of start-up per mutant.

@@ -179,6 +179,7 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
         },
         "circuit_settings": endpoint.circuit.model_dump(),
         **hidden_json(endpoint.model_dump(mode="json", include={"headers", "proxy"})),  # secret values as ***
+        "filter": None if endpoint.filter is None else endpoint.filter.source,
     }
     if as_json:
         typer.echo(json.dumps(data, indent=2))
@@ -209,6 +210,8 @@ def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = 
     say(f"  waiting   {'?' if parked is None else parked} message(s)")
     limits = ", ".join(f"{k} {v}" for k, v in data["limits"].items() if v is not None)
     say(f"  limits    {limits}")
+    if endpoint.filter is not None:
+        say(f"  filter    {escape(json.dumps(endpoint.filter.source))}")
 
 
 def say(text: str) -> None:

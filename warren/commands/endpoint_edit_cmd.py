@@ -65,6 +65,14 @@ SigningOption = Annotated[
     list[str] | None,
     typer.Option("--signing", help="'hmac' (v1) or 'ed25519' (v1a): a scheme that signs (repeat for both)."),
 ]
+FilterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--filter",
+        help='Only events whose data match this JSON filter, e.g. \'{"amount": {"$gt": 1000}, "region": "eu"}\' '
+        "(docs/endpoints.md, Payload filters).",
+    ),
+]
 
 
 def _with_service(settings: WarrenConfig, action: Callable[[EndpointService], Awaitable[T]]) -> T:
@@ -132,6 +140,7 @@ def create(
     header: HeaderOption = None,
     secret_header: SecretHeaderOption = None,
     proxy: ProxyOption = None,
+    filter_json: FilterOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -141,6 +150,7 @@ def create(
         name=name, url=url, events=events, secret=secret, signing=signing, home=home, ordering=ordering,
         partitions=partitions, concurrency=concurrency, timeout=timeout, rate_limit=rate_limit,
         max_in_flight=max_in_flight, headers=_headers(header, secret_header), proxy=proxy,
+        filter=None if filter_json is None else json_option("--filter", filter_json),
     )  # fmt: skip
     stored, texts = _with_service(settings, lambda service: service.create(data, tenant=tenant))
     from warren.api.admin.key_choice import shown_keys
@@ -151,6 +161,8 @@ def create(
         return
     owner = f" for tenant {escape(stored.tenant)}" if stored.tenant else ""
     _say(f"{escape(stored.name)}: created{owner} (home {stored.home}), applied to RabbitMQ and the workers")
+    if stored.options.get("filter"):
+        _say(f"  filter  {escape(json.dumps(stored.options['filter']))}")
     _show_keys(keys, command_line("endpoint", "secret", stored.name, config=config))
 
 
@@ -171,6 +183,8 @@ def update(
     secret_header: SecretHeaderOption = None,
     no_headers: Annotated[bool, typer.Option("--no-headers", help="Send no headers of its own any more.")] = False,
     proxy: ProxyOption = None,
+    filter_json: FilterOption = None,
+    no_filter: Annotated[bool, typer.Option("--no-filter", help="Remove its payload filter.")] = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -182,11 +196,16 @@ def update(
         url=url, events=events, home=home, ordering=ordering, partitions=partitions, concurrency=concurrency,
         timeout=timeout, rate_limit=rate_limit, max_in_flight=max_in_flight, proxy=proxy,
         headers=_headers(header, secret_header),
+        filter=None if filter_json is None else json_option("--filter", filter_json),
     )  # fmt: skip
     if no_headers:
         if "headers" in changes:
             fail("--no-headers and --header exclude each other", EXIT_USAGE)
         changes["headers"] = None
+    if no_filter:
+        if filter_json is not None:
+            fail("--filter and --no-filter exclude each other", EXIT_USAGE)
+        changes["filter"] = None  # back to the default: every event of its subscription
     new_tenant: str | bool | None = None if no_tenant else (tenant if tenant is not None else False)
     if not changes and new_tenant is False:
         listing = command_line("endpoint", "update", "--help")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,7 @@ from rich.markup import escape
 from warren.broker.live_set import read_live_endpoints, with_live_endpoints
 from warren.common import ConfigOption, console, err_console, fail, load
 from warren.core.errors import WarrenError
-from warren.topology.config import WarrenConfig
+from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.definitions import definitions
 from warren.topology.planner import plan_topology
 from warren.topology.render import plan_tree, render_text
@@ -40,6 +41,15 @@ def _with_live(settings: WarrenConfig) -> tuple[WarrenConfig, list[str]]:
         return settings, []
     file_names = {e.name for e in settings.endpoints}
     return with_live_endpoints(settings, live), sorted(n for n in live if n not in file_names)
+
+
+def filter_lines(endpoints: Iterable[Endpoint]) -> list[str]:
+    """The payload filters, after the tree: RabbitMQ holds none of them, workers apply them."""
+    lines = [f"  {e.name} ({e.home}): {json.dumps(e.filter.source)}" for e in endpoints if e.filter is not None]
+    if not lines:
+        return []
+    where = "applied by workers: a lane endpoint's when routed, a dedicated one's before the POST"
+    return [f"Payload filters ({where}; docs/endpoints.md)", *lines]
 
 
 @topology_app.command("show")
@@ -68,6 +78,8 @@ def show(
     else:
         # Piped or redirected: plain text, wide enough that names stay whole on one line (rich assumes 80).
         typer.echo(render_text(plan, broker.prefix, title, width=PIPE_WIDTH, live=live_names), nl=False)
+    for line in filter_lines(settings.endpoints):
+        typer.echo(line)
 
 
 @topology_app.command("export")

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.consumers.admission import refused
 from warren.consumers.attempting import Attempter
 from warren.consumers.consuming import EndpointConsumers
 from warren.consumers.decision import (
@@ -159,28 +160,12 @@ class EndpointRunner(EndpointConsumers):
         except MalformedMessage as exc:
             await self.settler.dead_letter(message, None, f"malformed message: {exc}")
             return
-        if await self._discard_other_tenants(message, delivery):
+        if await refused(self.endpoint, self.settler, message, delivery):  # another tenant's, or filtered out
             return
         if self.ordered:
             await self._deliver_in_place(message, delivery)
         else:
             await self._deliver_once(message, delivery)
-
-    async def _discard_other_tenants(self, message: AbstractIncomingMessage, delivery: Delivery) -> bool:
-        """Discard an event of a tenant this endpoint does not serve (``Endpoint.receives_tenant``): True if so.
-
-        Routing never puts one in its queues; a retry of an earlier endpoint of the same name (deleted, the name
-        reused by another tenant) can, as it comes due under the queue's name. It reaches neither this
-        endpoint's URL nor its DLQ.
-        """
-        if self.endpoint.receives_tenant(delivery.tenant):
-            return False
-        await self.settler.discard(
-            message,
-            f"an event of tenant {delivery.tenant!r}, which endpoint {self.endpoint.name} does not serve (a retry "
-            "of an earlier, deleted endpoint of this name?)",
-        )
-        return True
 
     def _context(
         self,

@@ -44,7 +44,7 @@ class AttemptRecord:
 
 # How a message left the worker: acked after delivery, moved into the delay chain, moved to the DLQ, or
 # handed back to its queue (shutdown, pause, a failed move).
-Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back" | "parked" | "discarded"
+Settlement = str  # "acked" | "retry-scheduled" | "dead-lettered" | "handed-back" | "parked" | "discarded" | "filtered"
 
 
 class EndpointBlocked(WarrenError):  # control flow, like dramatiq's Retry, not a failure

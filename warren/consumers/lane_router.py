@@ -38,6 +38,7 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 from warren.broker import wire
 from warren.broker.amqp.confirm import one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.consumers.admission import wanted
 from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.hooks import Settlement
 from warren.consumers.key_lanes import lane_key
@@ -70,7 +71,8 @@ class LaneRouter:
     """``await router.start(connection)`` routes until ``stop()``; ``index`` may change while it runs.
 
     ``attempts`` and ``retry_delay`` are ``[lanes] route_attempts`` and ``route_retry_delay``; ``settled`` is told
-    of each event sent round again or dead-lettered (the worker's metrics, under ``ROUTE_STAGE``).
+    of each event sent round again or dead-lettered (the worker's metrics, under ``ROUTE_STAGE``), and of each lane
+    endpoint whose payload filter an event did not pass (under its name, ``filtered``: admission.py).
     """
 
     def __init__(
@@ -147,6 +149,7 @@ class LaneRouter:
             for e in self.index.subscribers(state.tenant, state.event_type)
             if state.owed is None or e.name in state.owed
         ]
+        targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         copy = copy_headers(headers)
         key = lane_key(message)
         while True:

@@ -19,9 +19,10 @@ from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
 __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 
 OUTCOMES = ("delivered", "retry", "retry-in-place", "exhausted", "dead", "disabled", "parked")
-# "discarded": a message an earlier, deleted endpoint of the same name moved, never delivered (endpoint_runner.py)
+# "discarded": a message an earlier, deleted endpoint of the same name moved, never delivered (admission.py)
 # "parked": a shared lane's message moved through the delay chain untouched, so that the lane's head moves (lanes.py)
-SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back", "discarded", "parked")
+# "filtered": an event the endpoint's payload filter did not pass, never POSTed (admission.py)
+SETTLEMENTS = ("acked", "retry-scheduled", "dead-lettered", "handed-back", "discarded", "parked", "filtered")
 CIRCUIT_STATES = {"closed": 0, "half-open": 1, "open": 2}
 ADMIN_STATES = ("active", "paused", "disabled")
 
@@ -140,8 +141,15 @@ class WorkerMetrics:
         self.settlements = Counter(
             "warren_settlements",
             "How messages left the worker: acked, retry-scheduled, dead-lettered, handed-back, parked (a shared "
-            "lane's surplus), discarded (moved by an earlier, deleted endpoint of the same name).",
+            "lane's surplus), discarded (moved by an earlier, deleted endpoint of the same name), filtered (its "
+            "payload filter did not pass).",
             ["endpoint", "how"],
+            registry=r,
+        )
+        self.filtered = Counter(
+            "warren_filtered",
+            "Events the endpoint's payload filter did not pass: never POSTed (a lane endpoint's get no copy).",
+            ["endpoint"],
             registry=r,
         )
         self.confirms = Counter(
@@ -162,6 +170,7 @@ class WorkerMetrics:
             for target in ("delay", "dead"):
                 self.confirms.labels(endpoint, target)
             self.dead.labels(endpoint)
+            self.filtered.labels(endpoint)
 
     def install(self, hooks: DeliveryHooks) -> None:
         hooks.observers.append(self.observe)
@@ -206,3 +215,5 @@ class WorkerMetrics:
         elif how == "dead-lettered":
             child(self.dead, endpoint).inc()
             child(self.confirms, endpoint, "dead").inc()
+        elif how == "filtered":
+            child(self.filtered, endpoint).inc()

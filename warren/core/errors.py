@@ -39,6 +39,7 @@ WarrenError
 ├── LiveApplyMissing         (api.admin.applier) this build cannot apply endpoints to RabbitMQ live
 ├── MalformedBatch           (store.attempt_records) a message on the attempts queue is not a record batch
 ├── MalformedRecord          (core.strict_records) a record off RabbitMQ is not what its type asks; also a ValueError
+├── FilterError              (core.filters) an endpoint's payload filter is refused, naming where; also a ValueError
 └── _Poison                  (api.attempt_writer) control flow: the store refuses a batch for what it holds
 """
 

@@ -32,6 +32,7 @@ from warren.topology.config_fields import (
 from warren.topology.endpoint_headers import EndpointHeaders, HeadersField
 from warren.topology.env_overrides import override_problems, override_variables
 from warren.topology.inbound_config import InboundSource, InboxSettings, ReceiverSettings
+from warren.topology.payload_filter import PayloadFilter
 from warren.topology.proxies import ProxyChoice, proxy_problem
 from warren.topology.secrets import API_TOKENS, INBOUND_SECRETS, SIGNING_SECRETS, deferring
 from warren.topology.settings import (
@@ -82,6 +83,7 @@ class Endpoint(_Frozen):
     events: tuple[EventPattern, ...] = Field(min_length=1)
     tenant: Tenant | None = Field(default=None, description="receive only this tenant's events")
     all_tenants: bool = Field(default=False, description="without a tenant: also receive every tenant's events")
+    filter: PayloadFilter = Field(default=None, description="only events whose data match it (docs/endpoints.md)")
     ordering: Literal["none", "key"] = "none"
     home: Literal["dedicated", "lane"] = Field(
         default="dedicated", description="dedicated: queues of its own; lane: shares [lanes] (docs/architecture.md)"

@@ -102,6 +102,9 @@ class _Options(_In):
         default=None, description="A platform endpoint (no tenant) that also receives every tenant's events."
     )
     signing: SigningList = None
+    filter: dict[str, JsonValue] | None = Field(
+        default=None, description='Only events whose data match it, e.g. {"amount": {"$gt": 1000}} (docs/endpoints.md).'
+    )
 
 
 class EndpointIn(_Options):
