@@ -30,13 +30,14 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster import SECRET, TOKEN, Broker, Process, Receiver, Seen, _bases, fresh_vhost, leaders, node_of
+from bench.cluster import SECRET, TOKEN, Broker, Process, Receiver, Seen, _bases, fresh_vhost, leaders
 from tests.support.processes import write_config
 from warren.broker.amqp.connection import connect
 from warren.broker.applier import apply_setup
@@ -124,15 +125,29 @@ def node_number(node: str) -> int:
     return int(node.split("@")[0].removeprefix("warren"))
 
 
-async def place_workers(api: ManagementClient, path: Path, workdir: Path, prefix: str, victim: int) -> list[Process]:
-    """Two workers, the first on the faulted node (a worker that lands elsewhere is started again, 12 times at
-    most: connections pick a node at random)."""
+async def nodes_of(pid: int) -> set[int]:
+    """The nodes (1..3) a process has AMQP connections to, from its sockets (``ss``): the management API's
+    connection list can miss a node's connections for a while after that node restarted."""
+    process = await asyncio.create_subprocess_exec("ss", "-Htnp", stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    nodes: set[int] = set()
+    for line in out.decode(errors="replace").splitlines():
+        fields = line.split()
+        if f"pid={pid}," in line and len(fields) >= 5 and fields[4].endswith(":5672"):
+            host = fields[4].rsplit(":", 1)[0]
+            if host in {urlsplit(url).hostname for url in BROKER.urls}:
+                nodes.add([urlsplit(url).hostname for url in BROKER.urls].index(host) + 1)
+    return nodes
+
+
+async def place_workers(path: Path, workdir: Path, prefix: str, victim: int) -> list[Process]:
+    """Two workers, the first with a connection on the faulted node (a worker that has none there is started
+    again, 12 times at most: each connection picks a node at random)."""
     workers: list[Process] = []
     for _ in range(12):
         log = workdir / f"{prefix}-worker-{len(workers)}-{uuid.uuid4().hex[:4]}.log"
         process = await Process(["worker", "--config", str(path)], log).start(b"worker consuming", timeout=90)
-        node = await node_of(api, BROKER, f"warren-worker-{process.pid}")
-        if workers or node == victim:
+        if workers or victim in await nodes_of(process.pid):
             workers.append(process)
             if len(workers) == 2:
                 return workers
@@ -200,7 +215,7 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                 kind = fault.removeprefix("isolate-") if fault.startswith("isolate-") else fault
                 kind = "isolate" if fault.startswith("isolate-") else kind
                 figures["faulted"] = f"warren{victim} ({'leaders' if victim == leader else 'no leaders'})"
-                workers = await place_workers(api, path, workdir, prefix, victim)
+                workers = await place_workers(path, workdir, prefix, victim)
                 progress = [0]
                 started = loop.time()
                 publishing = asyncio.create_task(publish(config, events, progress))
