@@ -4,16 +4,16 @@
     .venv/bin/python bench/partition.py [--faults isolate-follower,isolate-leader,oneway,pause,lossy]
                                         [--events 2000] [--hold 20]
 
-Per fault: a vhost with four endpoints (an unordered and an ordered one with 8 partitions, both dedicated; one on
-a shared lane, ``[lanes] count = 2``; and a flaky one whose receiver answers 503 to every fourth request), their
-quorum queue leaders all on the node ``warren setup`` connected to; two workers, one of them on the faulted node;
-``--events`` keyed events published in batches with ``Publisher.publish_many`` (deadline 30 s) while the fault
-hits the faulted node a quarter of the way in, for ``--hold`` seconds, then is healed (``scripts/partition
+Per fault: a vhost with four endpoints (an unordered and an ordered one with 8 partitions, both dedicated; one on a
+shared lane, ``[lanes] count = 2``; and a flaky one whose receiver answers 503 to every fourth request), their
+quorum queue leaders all on the node ``warren setup`` connected to; two workers, one with a connection on the
+faulted node; ``--events`` keyed events published in batches with ``Publisher.publish_many`` (deadline 30 s) while
+the fault hits the faulted node a quarter of the way in, for ``--hold`` seconds, then is healed (``scripts/partition
 fault``). Faulted node: the one holding the leaders (``isolate-leader``, ``oneway``, ``pause``, ``lossy``,
 ``linkdown``) or one holding none (``isolate-follower``). Prints per endpoint what of the confirmed events was
-delivered, lost, duplicated, reordered (first deliveries per key) and delivered to two workers at once for one
-key (the ordered endpoint); what the publish reported not stored; how long until the cluster was whole again
-and every confirmed event delivered; what was left in the queues; whether the workers were alive throughout.
+delivered, lost, duplicated, reordered (first deliveries per key) and delivered to two workers at once for one key
+(the ordered endpoint); what the publish reported not stored; how long until the cluster was whole again and every
+confirmed event delivered; what was left in the queues; whether the workers were alive throughout.
 tests/partition/test_faults.py runs it and asserts on it.
 """
 

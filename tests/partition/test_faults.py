@@ -1,10 +1,10 @@
 """Each network fault of scripts/partition against a mixed run (bench/partition.py): nothing confirmed is lost.
 
 Per fault: an unordered and an ordered endpoint (dedicated), one on a shared lane and a flaky one (503 to every
-fourth request); two workers, one on the faulted node; 2,000 keyed events published while the fault holds
-for 20 s, then healed. Checked: every confirmed event delivered at least once to every endpoint; duplicates
-bounded (deliveries in flight when a link went, by the prefetch); no order violation and no key served by two
-workers at once on the ordered endpoint; every queue empty at the end; both workers alive, never restarted.
+fourth request); two workers, one with a connection on the faulted node; 2,000 keyed events published while the
+fault holds for 20 s, then healed. Checked: every confirmed event delivered at least once to every endpoint;
+duplicates bounded (deliveries in flight when a link went, by the prefetch); no order violation and no key served by
+two workers at once on the ordered endpoint; every queue empty at the end; both workers alive, never restarted.
 """
 
 from __future__ import annotations
