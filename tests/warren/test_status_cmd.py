@@ -196,22 +196,60 @@ async def test_a_watch_goes_on_through_a_lost_broker_and_ctrl_c_ends_it_while_th
 def test_the_text_view_shows_the_routing_stage_and_its_dead_letters_when_lanes_are_on() -> None:
     from rich.console import Console
 
-    from warren.broker.status import QueueRow, Status
+    from warren.broker.status import ORDERED_LANE_ROLE, ROUTE_DLQ_ROLE, ROUTE_PARTITION_ROLE, QueueRow, Status
     from warren.commands.status_cmd import render_status
 
-    def row(name: str, ready: int, exists: bool = True) -> QueueRow:
-        return QueueRow(name, "", exists, ready, 1, 0, None, None)
+    def row(name: str, role: str, ready: int, exists: bool = True) -> QueueRow:
+        return QueueRow(name, role, exists, ready, 1, 0, None, None)
 
     def text(status: Status) -> str:
-        console = Console(width=200, record=True)
+        console = Console(width=250, record=True)
         console.print(render_status(status))
         return console.export_text()
 
     base = Status(0, "/", "w", (), (), None)
     assert "routing stage" not in text(base)  # lanes off: no row
-    with_lanes = Status(0, "/", "w", (), (), None, (row("w.route", 4), row("w.route.dlq", 2)))
+    # the rows collect_status makes: the partitions, the route DLQ, the ordered lanes
+    rows = (
+        row("w.route.p0", f"{ROUTE_PARTITION_ROLE} 0", 3),
+        row("w.route.p1", f"{ROUTE_PARTITION_ROLE} 1", 1),
+        row("w.route.dlq", ROUTE_DLQ_ROLE, 2),
+        row("w.lane.o0", f"{ORDERED_LANE_ROLE} 0", 5),
+    )
+    with_lanes = Status(0, "/", "w", (), (), None, rows)
     shown = text(with_lanes)
-    assert [r["ready"] for r in with_lanes.to_json()["routing"]] == [4, 2] and not base.to_json()["routing"]
-    assert "routing stage (lane endpoints) · 4 events waiting (w.route) · 2 dead letters (w.route.dlq)" in shown
-    missing = text(Status(0, "/", "w", (), (), None, (row("w.route", 0), row("w.route.dlq", 0, exists=False))))
+    assert [r["ready"] for r in with_lanes.to_json()["routing"]] == [3, 1, 2, 5] and not base.to_json()["routing"]
+    assert (
+        "routing stage (lane endpoints) · 4 events waiting (w.route.p0 … w.route.p1) · 2 dead letters (w.route.dlq)"
+        " · 5 in the ordered lanes (w.lane.o0)"
+    ) in shown
+    missing = text(Status(0, "/", "w", (), (), None, (rows[0], row("w.route.dlq", ROUTE_DLQ_ROLE, 0, exists=False))))
     assert "w.route.dlq missing: run warren setup" in missing
+
+
+async def test_warren_status_with_lanes_on_shows_the_routing_stage(make_config: Any, tmp_path: Path) -> None:
+    # Given lanes on, with an unordered and an ordered lane endpoint, set up on a real broker
+    hook = {"url": "http://127.0.0.1:9/h", "events": ["order.*"], "home": "lane"}
+    config = make_config(
+        [{**hook, "name": "tail"}, {**hook, "name": "keyed", "ordering": "key"}],
+        lanes={"count": 2, "route_partitions": 2, "ordered_count": 2},
+    )
+    await declare(config)
+    path = write_config(tmp_path, config)
+    # When `warren status` runs (the text view and --json)
+    code, out, err = await warren("status", "--config", str(path))
+    json_code, json_out, json_err = await warren("status", "--config", str(path), "--json")
+    # Then it answers, with the routing stage's partitions, DLQ and ordered lanes
+    assert code == 0, err
+    prefix = config.broker.prefix
+    assert f"0 events waiting ({prefix}.route.p0 … {prefix}.route.p1)" in " ".join(out.split())
+    assert f"0 in the ordered lanes ({prefix}.lane.o0 … {prefix}.lane.o1)" in " ".join(out.split())
+    assert json_code == 0, json_err
+    routing = json.loads(json_out)["routing"]
+    assert [r["name"] for r in routing] == [
+        f"{prefix}.route.p0",
+        f"{prefix}.route.p1",
+        f"{prefix}.route.dlq",
+        f"{prefix}.lane.o0",
+        f"{prefix}.lane.o1",
+    ]

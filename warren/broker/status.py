@@ -62,6 +62,12 @@ def rate_of(details: Mapping[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+# The roles of the routing stage's rows in ``Status.routing`` (the text view groups them by these).
+ROUTE_PARTITION_ROLE = "routing stage partition"
+ROUTE_DLQ_ROLE = "routing stage dead letters"
+ORDERED_LANE_ROLE = "ordered lane"
+
+
 @dataclass(frozen=True)
 class QueueRow:
     name: str
@@ -116,7 +122,8 @@ class Status:
     endpoints: tuple[EndpointStatus, ...]
     delay: tuple[DelayLevel, ...]  # shared by every endpoint: a message's endpoint is only in its routing key
     management_error: str | None  # why unacked counts and rates are missing, when they are
-    routing: tuple[QueueRow, ...] = ()  # with lanes: the routing stage's queue, then its DLQ
+    # with lanes: the routing stage's partitions, its DLQ, then the ordered lanes (each row's role says which)
+    routing: tuple[QueueRow, ...] = ()
 
     @property
     def retries_waiting(self) -> int:
@@ -237,9 +244,9 @@ async def collect_status(
             partitions = [names.route_partition(prefix, i) for i in range(config.lanes.route_partitions)]
             ordered = [names.ordered_lane_queue(prefix, i) for i in range(config.lanes.ordered_count)]
             routing = (
-                *[await row(name, f"routing stage partition {i}") for i, name in enumerate(partitions)],
-                await row(names.route_dlq(prefix), "routing stage dead letters"),
-                *[await row(name, f"ordered lane {i}") for i, name in enumerate(ordered)],
+                *[await row(name, f"{ROUTE_PARTITION_ROLE} {i}") for i, name in enumerate(partitions)],
+                await row(names.route_dlq(prefix), ROUTE_DLQ_ROLE),
+                *[await row(name, f"{ORDERED_LANE_ROLE} {i}") for i, name in enumerate(ordered)],
             )
     finally:
         await probe.close()

@@ -20,7 +20,15 @@ from warren.broker.dlq.letters import format_ms
 from warren.broker.endpoint_state.admin import read_circuit_states
 from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
-from warren.broker.status import RATE_WINDOW, EndpointStatus, Status, collect_status
+from warren.broker.status import (
+    ORDERED_LANE_ROLE,
+    RATE_WINDOW,
+    ROUTE_DLQ_ROLE,
+    ROUTE_PARTITION_ROLE,
+    EndpointStatus,
+    Status,
+    collect_status,
+)
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
 from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import BrokerUnavailable, WarrenError
@@ -100,12 +108,20 @@ def _delay_view(status: Status) -> RenderableType:
 
 
 def _routing_view(status: Status) -> RenderableType:
-    """The lanes' routing stage: events waiting to be fanned out, and those it gave up on (its DLQ)."""
-    route, dead = status.routing
+    """The lanes' routing stage: events waiting in its partitions to be fanned out, those it gave up on (its DLQ),
+    and what waits in the ordered lanes; a queue that does not exist is named with the fix."""
+    groups = (
+        ([q for q in status.routing if q.role.startswith(ROUTE_PARTITION_ROLE)], "events waiting"),
+        ([q for q in status.routing if q.role == ROUTE_DLQ_ROLE], "dead letters"),
+        ([q for q in status.routing if q.role.startswith(ORDERED_LANE_ROLE)], "in the ordered lanes"),
+    )
     parts = []
-    for queue, what in ((route, "events waiting"), (dead, "dead letters")):
-        count = f"[bold]{queue.ready}[/] {what}" if queue.exists else f"{queue.name} missing: run warren setup"
-        parts.append(f"{count} ({queue.name})" if queue.exists else count)
+    for queues, what in groups:
+        present = [q for q in queues if q.exists]
+        if present:
+            where = present[0].name if len(present) == 1 else f"{present[0].name} … {present[-1].name}"
+            parts.append(f"[bold]{sum(q.ready for q in present)}[/] {what} ({where})")
+        parts += [f"{q.name} missing: run warren setup" for q in queues if not q.exists]
     return Text.from_markup("routing stage (lane endpoints) · " + " · ".join(parts))
 
 
