@@ -5,15 +5,19 @@ cannot all be stored goes round again through the delay chain, owing only what f
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import aio_pika
 import pytest
 
 from tests.consumers.test_lanes_flow import LANES, by_path, lane_endpoint, on_lane
-from tests.support.dead_letters import drain, wait_depth
+from tests.support.cli import warren
+from tests.support.dead_letters import wait_depth
+from tests.support.processes import write_config
 from tests.support.receiver import Receiver, Reply
 from tests.support.topology import declare
 from warren.broker import wire
@@ -42,7 +46,7 @@ async def delete_queue(url: str, queue: str) -> None:
 
 
 async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_attempts_and_is_not_lost(
-    endpoint_config: Any, receiver: Receiver, publish: Any
+    endpoint_config: Any, receiver: Receiver, publish: Any, tmp_path: Path
 ) -> None:
     # Given a lane endpoint whose lane was deleted (every copy to it is returned), a healthy one on another
     # lane, and a routing stage allowed 3 attempts 50 ms apart
@@ -76,25 +80,34 @@ async def test_an_event_whose_lane_is_missing_ends_in_the_route_dlq_after_its_at
     # The healthy endpoint got each of them (a return owes every copy again: at most once per attempt)
     fine_got = Counter(r.event_id for r in receiver.received if r.path == f"/hook/{fine}")
     assert all(1 <= fine_got[e.id] <= 3 for e in events), fine_got
-    letters = await drain(config, names.route_dlq(prefix))
-    assert sorted(m.message_id for m in letters) == sorted(e.id for e in events)
-    for letter in letters:
-        headers = letter.headers or {}
-        assert wire.header_int(headers.get(wire.H_ROUTE_ATTEMPT)) == 3
-        assert wire.header_text(headers.get(wire.H_ROUTE_TYPE)) == "order.paid"
-        assert "route_attempts = 3" in (wire.header_text(headers.get(wire.H_DEAD_REASON)) or "")
-        assert "x-death" not in headers
-    # And once the lane is back (warren setup), the letters moved back to the routing queue reach the endpoint
+    # And `warren dlq` reads the routing stage's DLQ by the name its metrics use, "(route)", headers and all
+    path = write_config(tmp_path, config)
+    code, out, err = await warren("dlq", "list", ROUTE_STAGE, "--config", str(path), "--json")
+    assert code == 0, err
+    assert sorted(row["event_id"] for row in json.loads(out)) == sorted(e.id for e in events)
+    code, out, err = await warren("dlq", "show", ROUTE_STAGE, events[0].id, "--config", str(path), "--json")
+    assert code == 0, err
+    headers = json.loads(out)["headers"]
+    assert int(headers[wire.H_ROUTE_ATTEMPT]) == 3 and headers[wire.H_ROUTE_TYPE] == "order.paid"
+    assert "route_attempts = 3" in headers[wire.H_DEAD_REASON] and "x-death" not in headers
+    # And once the lane is back (warren setup), `warren dlq replay '(route)'` sends them back to the routing stage
+    # (client-side, each confirmed, a fresh routing budget) and they reach the endpoint
     await declare(config)
-    connection = await aio_pika.connect(url)
-    async with connection:
-        channel = await connection.channel(publisher_confirms=True)
-        for letter in letters:
-            await channel.default_exchange.publish(
-                wire.onward(letter, dict(letter.headers or {})), names.route_partition(prefix, 0)
-            )
-    async with Worker(config):
+    code, out, err = await warren("dlq", "replay", ROUTE_STAGE, "--config", str(path))
+    assert code == 0, err
+    assert f"replayed {len(events)} dead letter(s) of (route) to {names.route_exchange(prefix)}" in " ".join(
+        out.split()
+    )
+    assert await wait_depth(config, names.route_dlq(prefix), 0) == 0
+    async with Worker(config) as worker:
         await receiver.wait_for(lambda r: r.ok_ids(f"/hook/{doomed}") == {e.id for e in events}, 20)
+        assert worker.lanes is not None and worker.lanes.router.dead_lettered == 0
+
+
+async def test_warren_dlq_refuses_the_routing_stage_with_lanes_off(make_config: Any, tmp_path: Path) -> None:
+    path = write_config(tmp_path, make_config([{"name": "a", "url": "http://127.0.0.1:9/a", "events": ["x.*"]}]))
+    code, _out, err = await warren("dlq", "list", ROUTE_STAGE, "--config", str(path))
+    assert code == 2 and "lanes are off here" in err
 
 
 async def test_a_lane_that_refuses_for_a_while_recovers_and_only_the_failed_copies_go_round_again(

@@ -51,7 +51,10 @@ dlq_app = typer.Typer(
     no_args_is_help=True,
 )
 
-EndpointArg = Annotated[str, typer.Argument(help="Endpoint name: one of the configuration file, or a live one.")]
+EndpointArg = Annotated[
+    str,
+    typer.Argument(help="Endpoint name: one of the configuration file, or a live one; '(route)': the routing stage."),
+]
 TypeOpt = Annotated[
     list[str] | None,
     typer.Option("--type", "-t", help="Event type or pattern ('order.*', 'order.#'); repeat for several."),
@@ -120,7 +123,13 @@ async def _guard_delivery_limit(config: WarrenConfig, queue: str, path: Path | N
 
 
 def _lanes(config: WarrenConfig, name: str) -> int:
-    """The lane count when ``name`` is a lane endpoint (its letters are in its lane's shared DLQ), else 0."""
+    """The lane count when ``name`` is a lane endpoint (its letters are in its lane's shared DLQ), else 0.
+
+    ``(route)`` names the routing stage: its DLQ holds the events it could not fan out (lanes on only)."""
+    if name == names.ROUTE_STAGE:
+        if not config.lanes.count:
+            fail(f"{name!r} is the shared lanes' routing stage, and lanes are off here ([lanes] count = 0)", EXIT_USAGE)
+        return 0
     holding = with_endpoint(config, name)
     return shared_lanes(holding, holding.endpoint(name).home)
 
@@ -320,14 +329,14 @@ def replay(
         seconds = parse_duration(timeout)
     except ValueError as exc:
         fail(f"--timeout: {exc}", EXIT_USAGE)
-    if selection.narrows or newest or lanes:  # a lane's DLQ is shared: never shovelled whole
+    if selection.narrows or newest or lanes or name == names.ROUTE_STAGE:  # a lane's DLQ is shared: never shovelled
         run(_replay_filtered(cfg, name, selection, newest, dry_run, scan, config, lanes))
     else:
         run(_replay_all(cfg, name, dry_run, seconds, config))
 
 
 async def _dlq_depth(config: WarrenConfig, endpoint: str) -> int:
-    queue = names.dlq(config.broker.prefix, endpoint)
+    queue = dlq_route(config.broker.prefix, endpoint)[0]
 
     async def depth(connection: AbstractConnection) -> int:
         probe = QueueProbe(connection)
@@ -355,7 +364,7 @@ def purge(
     if lanes:
         _purge_lane_letters(cfg, name, lanes, yes)
         return
-    queue = names.dlq(cfg.broker.prefix, name)
+    queue = dlq_route(cfg.broker.prefix, name)[0]
     if not yes:
         depth = run(_dlq_depth(cfg, name))
         if depth == 0:

@@ -64,7 +64,9 @@ __all__ = ["ROUTE_FAILURE_PAUSE", "ROUTE_STAGE", "LaneRouter"]
 log = logging.getLogger("warren.router")
 
 ROUTE_FAILURE_PAUSE = 1.0  # seconds before an event that could not even be moved goes back to the routing queue
-ROUTE_STAGE = "(route)"  # the routing stage's name in the settlement metrics (warren_settlements_total{endpoint})
+ROUTE_STAGE = (
+    names.ROUTE_STAGE
+)  # the routing stage's name in the settlement metrics (warren_settlements_total{endpoint})
 
 
 class LaneRouter:

@@ -11,6 +11,7 @@ import hashlib
 from warren.core.digits import is_ascii_digits
 
 __all__ = [
+    "ROUTE_STAGE",
     "UNTIL_ARGUMENT",
     "attempts_exchange",
     "attempts_queue",
@@ -121,6 +122,11 @@ def lane_dead_key(lane: int) -> str:
 def route_queue(prefix: str) -> str:
     """The routing stage's input: every published event, fanned out by workers to the lane endpoints."""
     return f"{prefix}.route"
+
+
+ROUTE_STAGE = (
+    "(route)"  # the routing stage where an endpoint name goes: metrics' endpoint label, `warren dlq '(route)'`
+)
 
 
 def route_dlq(prefix: str) -> str:

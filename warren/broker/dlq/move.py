@@ -29,6 +29,7 @@ from warren.broker.dlq.selection import Selection, select
 from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import PublishError, ReplayError, UnroutableError
 from warren.topology import names
+from warren.topology.headers import H_ROUTE_ATTEMPT
 
 __all__ = [
     "DEFAULT_WINDOW",
@@ -54,8 +55,9 @@ REPLAY_ACK_DELAY = 0.02
 REPLAY_ACK_BATCH = 16
 
 # Broker bookkeeping that must not travel back: x-death would make the delay chain drop the message as a
-# dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy.
-_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, wire.H_DELIVERY_COUNT, wire.H_SHOVELLED})
+# dead-letter cycle; the delivery count and shovel trail belong to the DLQ's copy. A routing-stage letter's count
+# of routing attempts goes too: a replayed event gets a fresh budget there as well.
+_STRIP = frozenset({*wire.RABBITMQ_DEATH_HEADERS, wire.H_DELIVERY_COUNT, wire.H_SHOVELLED, H_ROUTE_ATTEMPT})
 
 
 def replay_headers(headers: dict[str, Any], replayed_ms: int) -> dict[str, Any]:
@@ -78,7 +80,11 @@ def dlq_route(prefix: str, endpoint: str, lanes: int = 0) -> tuple[str, str, str
     """The DLQ of ``endpoint``, and the exchange and routing key (None: the event type) a replay goes back by.
 
     ``lanes`` > 0: a lane endpoint among that many lanes: its lane's DLQ, back to its lane by the default exchange.
+    ``names.ROUTE_STAGE``: the routing stage's DLQ, back to its input (each event to its key's route partition,
+    owing the copies it owed when it was given up on).
     """
+    if endpoint == names.ROUTE_STAGE:
+        return names.route_dlq(prefix), names.route_exchange(prefix), None
     if lanes:
         lane = names.lane_of(endpoint, lanes)
         return names.lane_dlq(prefix, lane), "", names.lane_queue(prefix, lane)

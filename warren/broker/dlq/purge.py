@@ -26,7 +26,7 @@ async def purge_dlq(connection: AbstractConnection, prefix: str, endpoint: str) 
 
     Messages held unacknowledged at that moment (someone listing the DLQ) are not purged: they return after.
     """
-    name = names.dlq(prefix, endpoint)
+    name = names.route_dlq(prefix) if endpoint == names.ROUTE_STAGE else names.dlq(prefix, endpoint)
     channel = await connection.channel()
     try:
         queue = await existing_queue(channel, name)
