@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import exclusive
+from tests.support import bounded, exclusive
 from tests.support.rabbit import AMQP_ENV, PLUGINS, RabbitServer, docker_available, from_environment
 from warren.broker.management import ManagementClient
 from warren.core.errors import ManagementError
@@ -69,6 +69,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     select by what a test does, not by what someone remembered to write. A hand-written ``broker`` mark on a
     test that uses no broker is an error."""
     for item in items:
+        bounded.arm(item)
         uses_broker = BROKER_FIXTURE in getattr(item, "fixturenames", ())
         if uses_broker:
             item.add_marker(pytest.mark.broker)
@@ -77,6 +78,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{item.nodeid} is marked broker but uses no broker fixture: the mark is applied by "
                 "tests/conftest.py from the fixtures a test uses; remove it"
             )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """An async test runs under its own loop's time limit (tests/support/bounded.py)."""
+    seconds = item.stash.get(bounded.LIMIT, None)
+    if seconds is None:
+        yield
+        return
+    test = item.obj  # type: ignore[attr-defined]
+    item.obj = bounded.bounded(test, seconds)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        item.obj = test  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)  # outside pytest-timeout: waiting for the lock is not the test's time

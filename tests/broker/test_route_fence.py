@@ -77,7 +77,7 @@ async def test_a_router_that_never_answers_costs_the_create_its_wait_and_a_warni
             await connection.close()
         # Then the announcement waited its 300 ms for the one router, and said so, without failing
         assert (heard.routers, heard.answered, heard.complete) == (1, 0, False)
-        assert 0.25 <= took < 2.0, took
+        assert 0.25 <= took < 5.0, took
         assert "0 of 1 routers confirmed it" in caplog.text
         assert TEST_SECRET not in caplog.text
 

@@ -7,6 +7,7 @@ endpoint is barred from the inline path and holds none of its lane-mates back.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from typing import Any
@@ -89,12 +90,21 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
     endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given an inline delivery counted slow past 0.3 s, a router window of 8 (2 inline deliveries an endpoint at
-    # most), a lane endpoint answering after 3 s (concurrency 4) and a fast one
+    # most), a lane endpoint whose replies are withheld until the test releases them (1 s at least; concurrency
+    # 4) and a fast one
     monkeypatch.setattr(lane_inline, "SLOW", 0.3)
-    receiver.behaviour = by_path({"slow-in": lambda _: Reply(200, delay=3.0)})
+    release = asyncio.Event()
+
+    async def withheld(_: Receiver, request: Any, __: bytes) -> Reply:
+        if not request.path.endswith("/slow-in"):
+            return Reply(200)
+        await asyncio.gather(release.wait(), asyncio.sleep(1.0))
+        return Reply(200)
+
+    receiver.behaviour = withheld
     config = await endpoint_config(
         [
-            lane_endpoint(receiver, "slow-in", events=["slow.*"], concurrency=4, timeout="8s"),
+            lane_endpoint(receiver, "slow-in", events=["slow.*"], concurrency=4, timeout="60s"),
             lane_endpoint(receiver, "fast-in", events=["fast.*"]),
         ],
         lanes={"count": LANES, "route_prefetch": 8},
@@ -105,18 +115,18 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
         assert worker.lanes is not None and worker.lanes.router.inline is not None
         inline = worker.lanes.router.inline
         # When the slow endpoint's events are published first, then the fast one's
-        started = time.monotonic()
         await publish(config, slow)
         await publish(config, fast)
-        await receiver.wait_for(lambda r: r.ok_ids("/hook/fast-in") == {e.id for e in fast}, 20)
-        fast_done = time.monotonic() - started
-        await receiver.wait_for(lambda r: r.ok_ids("/hook/slow-in") == {e.id for e in slow}, 30)
-        # Then the slow one is barred after its first inline deliveries (at most 2 at once), its others went
-        # through its lane, and the fast one's 60 were not held behind it: held behind one slow delivery they
-        # would take 3 s at least (the slow ones take 6 s, 4 at a time); the bound leaves a loaded machine 2.5 s
+        # Then the fast one's 60 are all delivered while every reply of the slow one is still withheld: held
+        # behind a slow delivery, none would be (a causal bound, whatever the machine's load)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/fast-in") == {e.id for e in fast}, 45)
+        assert not receiver.ok_ids("/hook/slow-in")
+        release.set()
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/slow-in") == {e.id for e in slow}, 45)
+        # and the slow one is barred after its first inline deliveries (at most 2 at once); its others went
+        # through its lane
         assert inline.policy.barred("slow-in", time.monotonic())
         assert 1 <= inline.started["slow-in"] <= 2, inline.started
-        assert fast_done < 2.5, fast_done
     assert len(receiver.ok_ids("/hook/slow-in")) == 8
 
 

@@ -22,7 +22,7 @@ from warren.broker.live_apply import apply_endpoint
 from warren.broker.live_remove import Removal, remove_endpoint
 from warren.broker.live_set import with_live_endpoints
 from warren.broker.status import collect_status
-from warren.consumers.ordered_parks import PARK_ARGUMENTS
+from warren.consumers.ordered_parks import PARK_ARGUMENTS, OrderedParks
 from warren.consumers.worker import Worker
 from warren.core.errors import EndpointNotEmpty
 from warren.topology import names
@@ -67,6 +67,13 @@ async def park_depth_of(config: WarrenConfig, park: str) -> int | None:
         return None
     finally:
         await connection.close()
+
+
+async def wait_parked(config: WarrenConfig, timeout: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await park_depth(config) is None:
+        assert asyncio.get_running_loop().time() < deadline, "the park queue was never declared"
+        await asyncio.sleep(0.1)
 
 
 async def wait_gone(config: WarrenConfig, timeout: float) -> None:
@@ -167,15 +174,41 @@ async def test_an_open_circuit_parks_its_copies_is_probed_from_its_park_queue_an
             await asyncio.sleep(0.05)
         # Then the lane-mate gets every event meanwhile
         await receiver.wait_for(all_delivered(events, ["mate"]), 30)
-        assert await park_depth(config) is not None
+        await wait_parked(config, 20)
         probes = len([x for x in receiver.received if x.path == "/hook/held"])
-        await asyncio.sleep(1.0)
-        assert len([x for x in receiver.received if x.path == "/hook/held"]) > probes  # probed while open
+        # (probed while open: every 300 ms, so within seconds even on a loaded machine)
+        await receiver.wait_for(lambda r: len([x for x in r.received if x.path == "/hook/held"]) > probes, 20)
         # And once it recovers, a probe from the park queue closes the circuit and every event arrives in order
         failing["on"] = False
         await receiver.wait_for(all_delivered(events, ["held"]), 40)
         await wait_gone(config, 20)
     assert violations_at(receiver, ["held", "mate"]) == []
+
+
+@pytest.mark.timeout(60)
+async def test_a_copy_its_gate_refused_is_parked_even_before_its_runner_knows_it_is_held(
+    make_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an ordered lane endpoint whose circuit opens on its first failure, for a minute, and whose runner's
+    # own flags lag its gate (as they do until a callback of the loop runs: here, forever), and a lane-mate
+    monkeypatch.setattr(OrderedParks, "held", staticmethod(lambda runner: False))
+    receiver.behaviour = lambda r, request, body: Reply(503) if request.path == "/hook/held" else Reply(200)
+    circuit = {"consecutive_failures": 1, "cooldown": "60s", "min_requests": 1000}
+    config: WarrenConfig = make_config(
+        [ordered_endpoint(receiver, "held", circuit=circuit), ordered_endpoint(receiver, "mate")],
+        lanes=LANES,
+        retry={"base": "50ms", "cap": "200ms", "jitter": "none", "max_attempts": 1000},
+    )
+    await declare(config)
+    events = keyed([f"k{i}" for i in range(5)], 4)
+    async with Worker(config):
+        # When its copies come while its gate refuses them
+        await publish(config, events)
+        # Then each refused copy is parked and the lane moves on: the lane-mate gets every event (the loop did
+        # not spin on a copy that its gate refused and its runner still took for deliverable)
+        await receiver.wait_for(all_delivered(events, ["mate"]), 30)
+        await wait_parked(config, 10)
+    assert violations_at(receiver, ["mate"]) == []
 
 
 async def test_a_park_queue_shows_in_status_and_goes_with_its_endpoint_removed_with_force(

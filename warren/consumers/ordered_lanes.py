@@ -91,11 +91,12 @@ class OrderedLanes(ClaimedPartitions):
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         lanes = self.lanes_of(message)
         unknown_since = time.monotonic()
+        refused = False  # by its endpoint's gate, on the last turn
         while lanes is not None and not lanes.returning:
             runner = self.runners.get(name)
             if isinstance(runner, OrderedLaneRunner):
                 try:
-                    if self.parks is not None and await self.parks.divert(lanes, name, runner, message):
+                    if self.parks is not None and await self.parks.divert(lanes, name, runner, message, refused):
                         return  # held or parked: into its park queue, and the lane moves on (ordered_parks.py)
                 except PublishError as exc:
                     what = f"{message.message_id} of {name}"
@@ -105,7 +106,11 @@ class OrderedLanes(ClaimedPartitions):
                     return
                 if await runner.deliver(message, parkable=self.parks is not None):
                     return
-                continue  # held meanwhile: parked now
+                # Held meanwhile: parked on the next turn, as held, whatever the runner's own flags say yet. Their
+                # change (the circuit's opening seen by the runner) is a callback of this loop: asking them again
+                # made a turn that never suspended, which froze the loop and that callback with it.
+                refused = True
+                continue
             if runner is not None and self.publisher is not None:
                 await self._follow(message, runner, lanes)
                 return

@@ -81,13 +81,16 @@ class OrderedParks:
     def held(runner: Any) -> bool:
         return not runner._accepting or runner.paused_reason is not None
 
-    async def divert(self, lanes: PartitionLanes, name: str, runner: Any, message: AbstractIncomingMessage) -> bool:
+    async def divert(
+        self, lanes: PartitionLanes, name: str, runner: Any, message: AbstractIncomingMessage, refused: bool = False
+    ) -> bool:
         """Move ``message`` (of ordered lane endpoint ``name``, taken from ordered lane ``lanes``) into the park
-        queue when the endpoint is held or parked, and ack it: True. False: deliver it directly."""
+        queue when the endpoint is held or parked, or its gate has just ``refused`` it, and ack it: True. False:
+        deliver it directly."""
         assert self.publisher is not None
         known = self._known.setdefault(lanes, {})
         for _ in range(3):
-            held = self.held(runner)
+            held = refused or self.held(runner)
             if not held and known.get(name) is None:  # this lane's consumer parked nothing of it yet: ask RabbitMQ
                 known[name] = await self._exists(names.ordered_park_queue(self.prefix, name))
             if not held and known.get(name) is False:

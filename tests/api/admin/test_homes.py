@@ -83,6 +83,7 @@ async def test_the_default_home_is_configurable_and_dedicated_without_lanes(star
         assert admin.applier.applied[-1].home == "dedicated"
 
 
+@pytest.mark.timeout(180)  # six CLI processes: 10 s here, 46 s and over 60 s on a loaded CI machine
 async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Start, tmp_path: Path) -> None:
     admin = await start_admin(lanes={"count": 2}, store={"keys": [TEST_STORE_KEY]})  # the CLI seals for workers
     path = str(write_config(tmp_path, admin.config))

@@ -137,7 +137,7 @@ async def test_publish_timeout_gives_503(
             elapsed = asyncio.get_running_loop().time() - started
             # Then the answer is 503 after about the timeout (not the broker's own timeouts), telling to retry
             assert reply.status == 503 and "within 0.2s" in reply.body["message"]
-            assert 0.19 <= elapsed < 0.2 + 0.4, elapsed
+            assert 0.19 <= elapsed < 0.2 + 2.0, elapsed  # far below the broker's own timeouts
             batch = await api.post("/v1/events/batch", {"events": [EVENT]})
             assert batch.status == 503 and batch.body["failed"][0]["error"] == "broker_unavailable"
         finally:
