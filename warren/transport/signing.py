@@ -9,6 +9,7 @@ sides cannot drift apart.
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Iterable
 
 from warren.topology.secrets import WebhookSecret
@@ -32,7 +33,7 @@ def sign(secret: WebhookSecret, msg_id: str, timestamp: int, body: bytes) -> str
         return f"{ASYMMETRIC_VERSION},{base64.b64encode(secret.sign(content)).decode()}"
     # The same bytes as signed_content, hashed in two parts from the key's precomputed state (the body not copied).
     digest = secret.hmac_sha256(f"{msg_id}.{timestamp}.".encode(), body)
-    return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode()}"
+    return f"{SIGNATURE_VERSION},{binascii.b2a_base64(digest, newline=False).decode()}"
 
 
 def signature_header(secrets: Iterable[WebhookSecret], msg_id: str, timestamp: int, body: bytes) -> str:
