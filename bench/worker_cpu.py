@@ -4,7 +4,11 @@ after a change in one sitting: one Warren worker on this checkout's code, the sa
 bench/run.py's workloads (every feature on: JSON attempt lines to a file, Prometheus metrics, signing).
 
     mkdir -p /tmp/warren-main && git archive main warren | tar -x -C /tmp/warren-main
-    .venv/bin/python bench/worker_cpu.py --baseline /tmp/warren-main [--runs 3] [--scale 0.5] [--workloads happy,slow]
+    .venv/bin/python bench/worker_cpu.py --baseline /tmp/warren-main [--candidate DIR] [--runs 3] [--scale 0.5]
+                                         [--workloads happy,slow]
+
+``--candidate DIR`` runs the change from an export too (``git archive HEAD warren``), so that the checkout can be
+edited while the benchmark runs.
 
 The figure is the worker process's own CPU seconds (user + system, /proc) per 1,000 deliveries, over the window
 from the first publish to the last first 2xx: on a shared machine it moves far less than a rate does.
@@ -35,11 +39,13 @@ def ratios(rows: list[dict[str, float]], reference: list[dict[str, float]]) -> s
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
-async def main(runs: int, scale: float, chosen: list[str], baseline: str | None) -> None:
+async def main(runs: int, scale: float, chosen: list[str], baseline: str | None, candidate: str | None) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-worker-cpu-"))
     receiver = await start_receiver(workdir)
     bare = System(0, "uvloop")
     systems = [System(1, "uvloop", variant="this checkout"), bare]
+    if candidate:  # a copy of this checkout's code, so that editing it cannot change a run under way
+        systems[0] = System(1, "uvloop", launcher=(PY, VARIANT, "--source", candidate), variant="this change")
     if baseline:
         systems.insert(0, System(1, "uvloop", launcher=(PY, VARIANT, "--source", baseline), variant="baseline"))
     try:
@@ -84,5 +90,6 @@ if __name__ == "__main__":
     parser.add_argument("--scale", type=float, default=0.5, help="events per workload, times this")
     parser.add_argument("--workloads", default="happy,slow")
     parser.add_argument("--baseline", help="a checkout of other code (main) whose worker runs beside, same venv")
+    parser.add_argument("--candidate", help="the code measured as this change (default: this checkout's warren/)")
     a = parser.parse_args()
-    asyncio.run(main(a.runs, a.scale, a.workloads.split(","), a.baseline))
+    asyncio.run(main(a.runs, a.scale, a.workloads.split(","), a.baseline, a.candidate))
