@@ -18,20 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
-import signal
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import PY, ROOT, WORKLOADS, System, cpu_cell, median, one_run, start_receiver
-
-VARIANT = str(ROOT / "bench" / "worker_variant.py")
+from bench.interleave import interleaved, sitting, variant
+from bench.run import System, cpu_cell, median
 
 
 def ratios(rows: list[dict[str, float]], reference: list[dict[str, float]]) -> str:
@@ -40,48 +34,29 @@ def ratios(rows: list[dict[str, float]], reference: list[dict[str, float]]) -> s
 
 
 async def main(runs: int, scale: float, chosen: list[str], baseline: str | None, candidate: str | None) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="warren-bench-worker-cpu-"))
-    receiver = await start_receiver(workdir)
     bare = System(0, "uvloop")
-    systems = [System(1, "uvloop", variant="this checkout"), bare]
-    if candidate:  # a copy of this checkout's code, so that editing it cannot change a run under way
-        systems[0] = System(1, "uvloop", launcher=(PY, VARIANT, "--source", candidate), variant="this change")
+    # --candidate: a copy of this checkout's code, so that editing the checkout cannot change a run under way
+    systems = [variant("this change", "--source", candidate) if candidate else System(1, "uvloop"), bare]
     if baseline:
-        systems.insert(0, System(1, "uvloop", launcher=(PY, VARIANT, "--source", baseline), variant="baseline"))
-    try:
-        print(
-            f"# Warren worker CPU per delivery · {platform.node()} · {os.cpu_count()} cores · Python "
-            f"{platform.python_version()} · {runs} runs each, medians · --scale {scale:g} · "
-            f"{time.strftime('%Y-%m-%d %H:%M')} · load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        )
+        systems.insert(0, variant("baseline", "--source", baseline))
+    async with sitting("Warren worker CPU per delivery", runs, scale) as workdir:
         print(
             "\n| workload | system | deliveries/s | CPU-s per 1k: worker / broker / machine | worker CPU-s per 1k "
             "(per run) | lost | worker CPU vs bare loop (per run) | vs baseline (per run) |"
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
-            workload = WORKLOADS[name]
-            results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
-            for _ in range(runs):
-                for system in systems:  # interleaved: drift in the machine's speed hits each alike
-                    results[system].append(await one_run(workload, system, workdir, 0, scale))
+            results = await interleaved(name, systems, runs, workdir, scale)
             for system, rows in results.items():
                 each = ", ".join(f"{r['worker_s_per_1k']:.3f}" for r in rows)
                 vs_bare = ratios(rows, results[bare]) if system != bare else "-"
-                vs_base = (
-                    ratios(rows, results[systems[0]]) if baseline and system.workers and system != systems[0] else "-"
-                )
+                compared = baseline and system.workers and system != systems[0]
                 print(
                     f"| {name} | {system.name} | {median(rows, 'deliveries_per_s'):,.0f} | {cpu_cell(rows)} | "
                     f"{median(rows, 'worker_s_per_1k'):.3f} ({each}) | {max(r['lost'] for r in rows):.0f} | "
-                    f"{vs_bare} | {vs_base} |",
+                    f"{vs_bare} | {ratios(rows, results[systems[0]]) if compared else '-'} |",
                     flush=True,
                 )
-        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"worker logs: {workdir}")
-    finally:
-        receiver.send_signal(signal.SIGTERM)
-        await receiver.wait()
 
 
 if __name__ == "__main__":
