@@ -241,3 +241,24 @@ def test_lines_waiting_at_exit_are_written() -> None:
     assert done.returncode == 3
     ids = [orjson.loads(x)["event_id"] for x in done.stderr.splitlines()]
     assert ids == [f"msg_{n}" for n in range(100)]
+
+
+def test_a_loop_stopped_in_the_middle_of_its_turn_holds_no_later_loops_lines_back(configured: io.StringIO) -> None:
+    warrens_alone()
+
+    async def log_then_break_off() -> None:
+        log_attempt(**ATTEMPTS[0])  # type: ignore[arg-type]
+        raise KeyboardInterrupt  # out of the loop's turn at once: the write it scheduled never runs
+
+    first = asyncio.new_event_loop()
+    with pytest.raises(KeyboardInterrupt):
+        first.run_until_complete(log_then_break_off())
+    first.close()
+    assert configured.getvalue() == ""
+
+    async def log_in_a_new_loop() -> None:
+        log_attempt(**ATTEMPTS[1])  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+
+    asyncio.run(log_in_a_new_loop())
+    assert [orjson.loads(x)["event_id"] for x in configured.getvalue().splitlines()] == ["msg_1", "msg_2"]

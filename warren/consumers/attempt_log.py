@@ -93,7 +93,9 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__(stream)
         self._lines: list[str] = []
-        self._scheduled = False
+        # The loop whose turn ends with writing them: another loop's (one that stopped mid-turn and never ran the
+        # write) does not count, or this loop's lines would wait for the next record.
+        self._scheduled: asyncio.AbstractEventLoop | None = None
 
     def add(self, line: str) -> None:
         with self.lock:  # type: ignore[union-attr]  # createLock() made it
@@ -101,14 +103,14 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             if len(self._lines) >= BATCH_LINES:
                 self._write_lines()
                 return
-            if self._scheduled:
-                return
             try:
-                asyncio.get_running_loop().call_soon(self.write_lines)
+                loop = asyncio.get_running_loop()
             except RuntimeError:  # no event loop in this thread: nothing would write it later
                 self._write_lines()
                 return
-            self._scheduled = True
+            if self._scheduled is not loop:
+                loop.call_soon(self.write_lines)
+                self._scheduled = loop
 
     def write_lines(self) -> None:
         """Write the lines waiting, in one call."""
@@ -116,7 +118,7 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self._write_lines()
 
     def _write_lines(self) -> None:
-        self._scheduled = False
+        self._scheduled = None
         if not self._lines:
             return
         text = "\n".join(self._lines) + self.terminator
