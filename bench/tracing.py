@@ -11,34 +11,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
-import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.run import PY, ROOT, WORKLOADS, System, cpu_cell, median, one_run, per_run_ratio, start_receiver
-
-VARIANT = str(ROOT / "bench" / "worker_variant.py")
+from bench.interleave import interleaved, sitting, variant
+from bench.run import System, cpu_cell, median, per_run_ratio
 
 
 async def main(runs: int, scale: float, chosen: list[str], baseline: str | None) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="warren-bench-tracing-"))
-    receiver = await start_receiver(workdir)
     off = System(1, "uvloop", variant="tracing off")
-    systems = [off, System(1, "uvloop", launcher=(PY, VARIANT, "--traced"), variant="tracing on (SDK, in memory)")]
+    systems = [off, variant("tracing on (SDK, in memory)", "--traced")]
     if baseline:
-        systems.insert(0, System(1, "uvloop", launcher=(PY, VARIANT, "--source", baseline), variant="baseline"))
-    try:
-        print(
-            f"# Warren tracing cost · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
-            f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
-            f" · load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        )
+        systems.insert(0, variant("baseline", "--source", baseline))
+    async with sitting("Warren tracing cost", runs, scale) as workdir:
         print(
             "\n| workload | system | deliveries/s | per CPU-s | CPU-s per 1k: worker / broker / machine | p50 ms "
             "| p99 ms | lost | requests | vs tracing off: deliveries/s (per run) | vs tracing off: worker CPU-s "
@@ -46,11 +33,7 @@ async def main(runs: int, scale: float, chosen: list[str], baseline: str | None)
         )
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name in chosen:
-            workload = WORKLOADS[name]
-            results: dict[System, list[dict[str, float]]] = {s: [] for s in systems}
-            for _ in range(runs):
-                for system in systems:  # interleaved: drift in the machine's speed hits each alike
-                    results[system].append(await one_run(workload, system, workdir, 0, scale))
+            results = await interleaved(name, systems, runs, workdir, scale)
             for system, rows in results.items():
                 ratio = cpu_ratio = "-"
                 if system != off:
@@ -63,11 +46,6 @@ async def main(runs: int, scale: float, chosen: list[str], baseline: str | None)
                     f"{median(rows, 'requests'):,.0f} | {ratio} | {cpu_ratio} |",
                     flush=True,
                 )
-        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        print(f"worker logs: {workdir}")
-    finally:
-        receiver.send_signal(signal.SIGTERM)
-        await receiver.wait()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import TEST_SECRET
 from warren.consumers import admission
 from warren.consumers.admission import wanted
+from warren.consumers.delivery import parse_delivery
 from warren.core.filters import event_data
 from warren.topology.config import Endpoint
 
@@ -69,3 +70,23 @@ def test_a_body_that_is_not_an_envelope_with_data_is_let_through_to_be_dead_lett
     targets = [endpoint("big", filter={"amount": {"$gt": 1000}})]
     told: list[tuple[str, str]] = []
     assert wanted(targets, raw, lambda *x: told.append(x)) == targets and told == []
+
+
+async def test_a_runners_filter_reads_the_envelope_it_parsed_without_parsing_the_body_again(
+    parses: list[bytes],
+) -> None:
+    """``refused`` (a dedicated endpoint's runner, before the POST) takes the envelope ``parse_delivery`` kept."""
+    acked: list[str] = []
+
+    class Settler:
+        async def ack(self, message: object, how: str) -> None:
+            acked.append(how)
+
+    big = endpoint("big", filter={"amount": {"$gt": 1000}})
+    for amount, refused in ((1500, False), (10, True)):
+        raw = body({"amount": amount})
+        delivery = parse_delivery(raw, "evt_1", {}, 0, max_payload=10_000)
+        assert delivery.envelope is not None
+        assert await admission.refused(big, Settler(), object(), delivery) is refused  # type: ignore[arg-type]
+    assert parses == []  # neither was parsed again
+    assert acked == ["filtered"]

@@ -38,3 +38,15 @@ def test_every_secret_signs_in_order_space_separated() -> None:
 
 def test_one_secret_gives_one_signature() -> None:
     assert " " not in signature_header(SigningSecrets((SECRET,)), "msg_1", 1, b"x")
+
+
+def test_the_precomputed_key_state_signs_as_hmac_does_for_every_key_length_and_again() -> None:
+    """The key's inner and outer states are made once and copied per signature: keys shorter than SHA-256's
+    block, of its length and longer (hashed first, RFC 2104), each signing several bodies in turn."""
+    for length in (16, 32, 63, 64, 65, 200):
+        raw = bytes(range(length))
+        secret = WebhookSecret("whsec_" + base64.b64encode(raw).decode())
+        for body in (b"", b'{"a": 1}', b"x" * 5000, b'{"a": 1}'):
+            expected = hmac.new(raw, b"msg_7.1700000000." + body, hashlib.sha256).digest()
+            assert sign(secret, "msg_7", 1700000000, body) == "v1," + base64.b64encode(expected).decode()
+            assert signature_header((secret,), "msg_7", 1700000000, body) == sign(secret, "msg_7", 1700000000, body)

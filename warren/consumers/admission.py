@@ -5,9 +5,10 @@ filters out gets no copy in its lane. A dedicated endpoint's events reach its qu
 cannot look into a body, so its runner asks ``refused`` before the POST: an event of another tenant is discarded,
 one its filter does not pass is acked without a POST. Every runner asks, a lane endpoint's too, as it checks the
 tenant: so the filter also holds for what reaches a queue by another way (a dedicated endpoint's queue moved onto
-its lane, a dead letter replayed after the filter changed), for one parse of the body per delivery of an endpoint
-with a filter. A filtered-out event is counted as the endpoint's settlement ``filtered``
-(``warren_filtered_total{endpoint}``), logged at debug level, and never retried or dead-lettered. A body that is
+its lane, a dead letter replayed after the filter changed), reading the envelope the runner parsed when it read
+the message (``Delivery.envelope``): the body is not parsed again. A filtered-out event is counted as the
+endpoint's settlement ``filtered`` (``warren_filtered_total{endpoint}``), logged at debug level, and never
+retried or dead-lettered. A body that is
 not an envelope with ``data`` is let through, to be dead-lettered as malformed where it is delivered, as it is
 without a filter.
 """
@@ -67,7 +68,8 @@ async def refused(endpoint: Endpoint, settler: Settler, message: AbstractIncomin
         return True
     if endpoint.filter is None:
         return False
-    data = event_data(delivery.body)
+    # The envelope parse_delivery read (it has ``data``); the body is parsed again only for a Delivery without it.
+    data = delivery.envelope["data"] if delivery.envelope is not None else event_data(delivery.body)
     if data is MISSING or endpoint.filter.matches(data):
         return False
     log.debug("event %s filtered out", delivery.event_id, extra={"endpoint": endpoint.name})

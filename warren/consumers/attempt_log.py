@@ -1,15 +1,26 @@
-"""One structured log line per delivery attempt, as text or JSON (``worker.log_format``)."""
+"""One structured log line per delivery attempt, as text or JSON (``worker.log_format``).
+
+The line goes through the standard ``logging`` machinery whenever the logging configuration is anyone's but
+Warren's own (another handler, a filter, a formatter of the application's, a logger that does not propagate): the
+logger's level, its handlers and its filters decide, as for any other record. Under Warren's own configuration
+(``configure_logging``: one ``LineHandler`` on the root logger, with Warren's formatter, and nothing else on the
+way), the line is formatted directly from the attempt's fields, to the same text a record would give, without a
+``LogRecord``, and waits in the handler with the other lines of the same turn of the event loop, written in one
+call at its end. A line never waits longer: it is written before any other record the handler emits (so the
+order holds), on ``flush`` and ``close`` (``logging.shutdown``, at exit), and at 256 lines.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
-__all__ = ["JsonFormatter", "configure_logging", "log_attempt"]
+__all__ = ["JsonFormatter", "LineHandler", "TextFormatter", "configure_logging", "log_attempt"]
 
 attempt_logger = logging.getLogger("warren.delivery")
 
@@ -22,15 +33,15 @@ class JsonFormatter(logging.Formatter):
     _second = -1
     _second_text = ""
 
-    def _ts(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
+    def _ts(self, created: float, msecs: float) -> str:
+        second = int(created)
         if second != self._second:  # one strftime a second, not one a line
             self._second, self._second_text = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._second_text}.{int(record.msecs):03d}Z"
+        return f"{self._second_text}.{int(msecs):03d}Z"
 
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
-            "ts": self._ts(record),
+            "ts": self._ts(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -38,6 +49,17 @@ class JsonFormatter(logging.Formatter):
         data.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
             data["exc"] = self.formatException(record.exc_info)
+        return orjson.dumps(data, default=str).decode()
+
+    def line(self, created: float, level: int, logger: str, msg: str, fields: dict[str, Any]) -> str:
+        """What ``format`` gives for a record of these (no exception, ``msg`` without arguments)."""
+        data: dict[str, Any] = {
+            "ts": self._ts(created, (created - int(created)) * 1000),  # LogRecord's msecs
+            "level": _LEVEL_NAMES[level],
+            "logger": logger,
+            "msg": msg,
+        }
+        data.update(fields)
         return orjson.dumps(data, default=str).decode()
 
 
@@ -52,6 +74,96 @@ class TextFormatter(logging.Formatter):
             text += "\n" + self.formatException(record.exc_info)
         return text
 
+    def line(self, created: float, level: int, logger: str, msg: str, fields: dict[str, Any]) -> str:
+        """What ``format`` gives for a record of these (no exception, ``msg`` without arguments)."""
+        extras = " ".join(f"{k}={v}" for k, v in fields.items())
+        base = f"{time.strftime('%H:%M:%S', self.converter(created))} {logging.getLevelName(level):<7} {logger}: {msg}"
+        return f"{base} {extras}" if extras else base
+
+
+_LEVEL_NAMES = {logging.INFO: "info", logging.WARNING: "warning"}
+BATCH_LINES = 256  # written at once at the latest
+
+
+class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Warren's handler: a ``StreamHandler`` that also takes lines formatted already (``add``), written together
+    at the end of the event loop's turn, before any record it emits, on ``flush`` and ``close``, or at
+    ``BATCH_LINES``."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__(stream)
+        self._lines: list[str] = []
+        # The loop whose turn ends with writing them: another loop's (one that stopped mid-turn and never ran the
+        # write) does not count, or this loop's lines would wait for the next record.
+        self._scheduled: asyncio.AbstractEventLoop | None = None
+
+    def add(self, line: str) -> None:
+        with self.lock:  # type: ignore[union-attr]  # createLock() made it
+            self._lines.append(line)
+            if len(self._lines) >= BATCH_LINES:
+                self._write_lines()
+                return
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop in this thread: nothing would write it later
+                self._write_lines()
+                return
+            if self._scheduled is not loop:
+                loop.call_soon(self.write_lines)
+                self._scheduled = loop
+
+    def write_lines(self) -> None:
+        """Write the lines waiting, in one call."""
+        with self.lock:  # type: ignore[union-attr]
+            self._write_lines()
+
+    def _write_lines(self) -> None:
+        self._scheduled = None
+        if not self._lines:
+            return
+        text = "\n".join(self._lines) + self.terminator
+        self._lines.clear()
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except Exception:  # as Handler.emit does: a broken stream is reported on stderr, never raised
+            self.handleError(logging.makeLogRecord({"msg": text[:200]}))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write_lines()  # the lines before this record come first
+        super().emit(record)
+
+    def flush(self) -> None:
+        with self.lock:  # type: ignore[union-attr]
+            self._write_lines()
+        super().flush()
+
+
+def _direct(level: int) -> LineHandler | None:
+    """Warren's handler when it alone would write a ``warren.delivery`` record of ``level`` with Warren's own
+    formatter, nothing else on the way (no filter, no other handler, no level of the handler's above it): then a
+    line formatted from the fields is exactly what the record would have become. Else None: the record goes
+    through ``logging``."""
+    found: LineHandler | None = None
+    logger: logging.Logger | None = attempt_logger
+    while logger is not None:
+        if logger.filters:
+            return None
+        for handler in logger.handlers:
+            if found is not None or type(handler) is not LineHandler:
+                return None
+            found = handler
+        if not logger.propagate:
+            break
+        logger = logger.parent
+    if found is None or found.filters or level < found.level or type(found.formatter) not in _OURS:
+        return None
+    return found
+
+
+_OURS = (JsonFormatter, TextFormatter)
+
 
 def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     # Neither formatter writes the caller's file and line, the thread or the process, so the records need not
@@ -60,7 +172,7 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
+    handler = LineHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -80,8 +192,10 @@ def log_attempt(
     outcome: str,
     next_delay: float | None = None,
 ) -> None:
-    """The one line per attempt: event id, endpoint, attempt, status or error, duration, next delay."""
-    if not attempt_logger.isEnabledFor(logging.INFO):
+    """The one line per attempt: event id, endpoint, attempt, status or error, duration, next delay; at info
+    when delivered, else at warning."""
+    level = logging.INFO if outcome == "delivered" else logging.WARNING
+    if not attempt_logger.isEnabledFor(level):
         return
     fields: dict[str, Any] = {
         "event_id": event_id,
@@ -95,5 +209,9 @@ def log_attempt(
         fields["error"] = error
     if next_delay is not None:
         fields["next_delay_s"] = round(next_delay, 3)
-    level = logging.INFO if outcome == "delivered" else logging.WARNING
-    attempt_logger.log(level, "attempt", extra=fields)
+    handler = _direct(level)
+    if handler is None:
+        attempt_logger.log(level, "attempt", extra=fields)
+        return
+    formatter: JsonFormatter | TextFormatter = handler.formatter  # type: ignore[assignment]  # _direct checked
+    handler.add(formatter.line(time.time(), level, attempt_logger.name, "attempt", fields))

@@ -124,6 +124,7 @@ def parse_delivery(
         history=header_history(headers.get(wire.H_HISTORY)),
         tenant=_tenant(headers.get(wire.H_TENANT), envelope.get("tenant")),
         trace=carried(headers) if TRACEPARENT in headers else None,
+        envelope=envelope,
     )
 
 

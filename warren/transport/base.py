@@ -9,7 +9,7 @@ the only transport shipped.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -33,6 +33,9 @@ class Delivery:
     history: tuple[dict[str, Any], ...]
     tenant: str | None = None  # the tenant the event was published for (None: no tenant)
     trace: tuple[str, str | None] | None = None  # the W3C traceparent and tracestate it carries (warren/tracing)
+    # The envelope as parsed when the message was read (None: not kept), so that nothing parses the body again
+    # (an endpoint's payload filter reads its ``data``); never sent, compared or shown.
+    envelope: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def age(self, now_ms: int) -> float:
         return max(0, now_ms - self.published_ms) / 1000
