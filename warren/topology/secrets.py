@@ -6,10 +6,10 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import hmac
 import os
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any
 
 from pydantic import SecretStr
 
@@ -61,11 +61,6 @@ class SecretError(WarrenError, ValueError):
     """A secret is malformed or its environment variable is missing (the message never holds the secret)."""
 
 
-_BLOCK = 64  # SHA-256's block size: HMAC pads (or first hashes) the key to it
-_IPAD = bytes(x ^ 0x36 for x in range(256))
-_OPAD = bytes(x ^ 0x5C for x in range(256))
-
-
 class WebhookSecret:
     """One Standard Webhooks secret: the key bytes behind ``whsec_<base64>``.
 
@@ -73,8 +68,8 @@ class WebhookSecret:
     stops signing with it at that moment by itself (``SigningSecrets.signing``), whatever else runs.
     """
 
-    __slots__ = ("_key", "_pads", "expires_at")
-    _pads: tuple[Any, Any]  # the HMAC key's inner and outer SHA-256 states, made on the first signature
+    __slots__ = ("_key", "_keyed", "expires_at")
+    _keyed: hmac.HMAC  # the key's HMAC-SHA256, keyed on the first signature and copied for each
 
     def __init__(self, text: str, expires_at: float | None = None) -> None:
         if not text.startswith(PREFIX):
@@ -93,23 +88,17 @@ class WebhookSecret:
         return self._key
 
     def hmac_sha256(self, *parts: bytes) -> bytes:
-        """HMAC-SHA256 of the concatenated ``parts`` under this key (RFC 2104), from the key's precomputed inner
-        and outer SHA-256 states: each signature copies two hash states instead of deriving them from the key
-        again (``hmac.new`` does, on every call), and the parts are hashed without being joined."""
+        """HMAC-SHA256 of the concatenated ``parts`` under this key: the standard library's HMAC, keyed once and
+        copied per signature (a copy carries the key's inner and outer states; ``hmac.new`` derives them from the
+        key again on every call), the parts hashed without being joined."""
         try:
-            pads = self._pads
+            keyed = self._keyed
         except AttributeError:
-            key = self._key if len(self._key) <= _BLOCK else hashlib.sha256(self._key).digest()
-            key = key.ljust(_BLOCK, b"\0")
-            pads = self._pads = (hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD)))
-        inner, outer = pads
-        digest = inner.copy()
+            keyed = self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
+        mac = keyed.copy()
         for part in parts:
-            digest.update(part)
-        result = outer.copy()
-        result.update(digest.digest())
-        mac: bytes = result.digest()
-        return mac
+            mac.update(part)
+        return mac.digest()
 
     def reveal(self) -> str:
         """The ``whsec_`` text, for handing to a receiver; never log it."""
