@@ -18,7 +18,7 @@ open, paused, disabled, or not accepting), without a fleet-wide limit, each with
 quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
 part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
 deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
-each time.
+each time: as soon as one of its inline deliveries has run that long, not only when it ends.
 """
 
 from __future__ import annotations

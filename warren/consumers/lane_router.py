@@ -15,7 +15,9 @@ The input is partitioned by key (docs/architecture.md, "Routing partitioned by k
 a consistent-hash exchange on ``warren-key``, feeds ``[lanes] route_partitions`` queues with single active
 consumer, claimed a fair share per router (warren/consumers/partition_claims.py, roster ``{prefix}.route.roster``).
 Inside a partition the events of one key are routed one at a time in arrival order, different keys side by
-side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order. A failed
+side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order; an event
+with no ordered subscriber is routed apart from its key's turn (``_on_event``), so that an inline delivery to a
+hanging endpoint holds no later event of its key. A failed
 copy owed to an ordered lane endpoint is retried in place, holding its key (``route_retry_delay``, doubling);
 an event that owes only unordered endpoints goes round through the delay chain back to its partition.
 
