@@ -355,3 +355,33 @@ async def test_a_lane_cancelled_then_the_partition_handed_back_at_once_forgets_i
     # Then its channel is closed, and the message it never settled is forgotten: its clock is now
     assert returned.is_set()
     assert lanes.held_since(message) >= handed_back_at
+
+
+async def test_a_detached_handling_lets_its_key_move_on_and_holds_the_hand_back_until_it_ends() -> None:
+    # Given a handler that finishes key a's first message apart from the lane (the router's unordered event)
+    inner, closed = Handler(), []
+
+    async def on_returned() -> None:
+        closed.append(list(inner.ended))
+
+    async def handle(message: AbstractIncomingMessage) -> None:
+        if message.delivery_tag == 1:
+            lanes.detach(inner(message))
+        else:
+            await inner(message)
+
+    lanes = PartitionLanes(handle, on_returned)
+    tasks = [asyncio.create_task(lanes.dispatch(m)) for m in deliveries("aa")]
+    await settle()
+    # Then a's second message starts while the first is still running, and the partition counts as busy
+    assert sorted(inner.started) == [1, 2] and lanes.busy
+    inner.release.setdefault(2, asyncio.Event()).set()
+    await asyncio.gather(*tasks)
+    assert inner.ended == [2] and lanes.busy
+    # When the partition is handed back, its channel is not closed while the detached handling runs
+    lanes.hand_back()
+    await settle()
+    assert closed == [] and not lanes.returned.is_set()
+    inner.release.setdefault(1, asyncio.Event()).set()
+    await asyncio.wait_for(lanes.returned.wait(), 1)
+    assert closed == [[2, 1]] and not lanes.busy

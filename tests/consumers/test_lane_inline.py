@@ -186,3 +186,54 @@ def test_when_every_inline_delivery_is_slow_together_nobody_is_barred() -> None:
     policy.began("b")
     policy.ended("b", 9.0, 0.0)  # four times slower than they are: barred
     assert policy.barred("b", 0.0)
+
+
+async def test_an_event_for_a_hanging_endpoint_holds_back_no_later_event_of_its_key(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a lane endpoint answering after 8 s (timeout 10 s) and a fast lane-mate, both unordered, and every
+    # event of one key: the hanging one's first, then 30 for the mate
+    receiver.behaviour = by_path({"hangs-in": lambda _: Reply(200, delay=8.0)})
+    config = await endpoint_config(
+        [
+            lane_endpoint(receiver, "hangs-in", events=["slow.*"], timeout="10s"),
+            lane_endpoint(receiver, "mate-in", events=["fast.*"]),
+        ],
+        lanes={"count": LANES},
+    )
+    slow = Event(type="slow.x", data={}, key="one-key")
+    fast = [Event(type="fast.x", data={"n": i}, key="one-key") for i in range(30)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        router = worker.lanes.router
+        # When they are published in that order
+        started = time.monotonic()
+        await publish(config, [slow, *fast])
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/mate-in") == {e.id for e in fast}, 20)
+        mate_done = time.monotonic() - started
+        # Then the mate's events were not held behind the hanging delivery, which its key would otherwise have
+        # waited for (8 s at least); the bound leaves a loaded machine 5 s. The slow event was routed apart
+        # from its key (no ordered subscriber), inline, and is delivered in the end, once.
+        assert mate_done < 5.0, mate_done
+        assert router.detached >= 1 and router.inline.started["hangs-in"] == 1
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/hangs-in") == {slow.id}, 20)
+        for partition in range(config.lanes.route_partitions):
+            await wait_depth(config, names.route_partition(config.broker.prefix, partition), 0)
+    assert len(receiver.ok_ids("/hook/mate-in")) == 30 and len(receiver.received) == 31
+
+
+def test_an_inline_delivery_still_running_past_the_slow_mark_bars_its_endpoint_once_before_it_ends() -> None:
+    policy = InlinePolicy(window=64, slow=1.0, bar=30.0, bar_max=100.0)
+    for k in range(16):  # its lane-mates' deliveries take 10 ms
+        policy.began(f"fast-{k}", 0.0)
+        policy.ended(f"fast-{k}", 0.01, 0.01)
+    # Given an endpoint with two inline deliveries hanging since t=0
+    policy.began("h", 0.0)
+    policy.began("h", 0.0)
+    assert policy.may("h", 16, 0.5) and not policy.barred("h", 0.5)
+    # When 1.2 s have passed, the endpoint is barred at once (not at their timeout): no more inline for it
+    assert policy.barred("h", 1.2) and not policy.may("h", 16, 1.2)
+    # And their ends, slow, do not bar it again: the bar is the one of 30 s from 1.2 s
+    policy.ended("h", 10.0, 10.0)
+    policy.ended("h", 10.0, 10.0)
+    assert policy.barred("h", 31.0) and not policy.barred("h", 31.3)

@@ -12,24 +12,31 @@ new, interrupts retry waits (``wait``), lets attempts already in flight finish a
 calls ``on_returned``, which closes the channel. RabbitMQ then puts every unacked delivery back at the head
 of the partition in delivery order (tests/broker/test_partition_returns.py, 3.10 and 4.x). Since a lane
 settles a key's messages strictly in order, each key's unacked messages are a suffix of what it was
-delivered, so after the return each key's first unsettled message is again its first in the queue.
+delivered, so after the return each key's first unsettled message is again its first in the queue. The
+exception is a message whose order nobody needs, finished apart from its lane (``detach``): it may come back
+behind its key's later messages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.core.deadlines import within
+from warren.core.errors import describe
 from warren.topology.headers import H_KEY
 
 __all__ = ["PartitionLanes", "lane_key"]
+
+log = logging.getLogger("warren.worker")
 
 Handler = Callable[[AbstractIncomingMessage], Awaitable[None]]
 
@@ -61,6 +68,7 @@ class PartitionLanes:
         self.returned = asyncio.Event()  # set once on_returned has run (the channel is closed)
         self._finishing: asyncio.Task[None] | None = None
         self.acks = AckBatcher()  # this channel's acks, batched (flushed before the channel closes)
+        self._detached: set[asyncio.Task[None]] = set()  # handlings finished apart from their key's lane (detach)
 
     @property
     def returning(self) -> bool:
@@ -68,8 +76,29 @@ class PartitionLanes:
 
     @property
     def busy(self) -> bool:
-        """Whether any lane is handling or holding a message."""
+        """Whether any lane is handling or holding a message (or a detached handling is running)."""
         return self._running > 0
+
+    def detach(self, handling: Coroutine[Any, Any, None]) -> None:
+        """Finish a message's handling in a task of its own, so that its key's lane moves on at once.
+
+        For a message whose order nobody needs (the router's event with no ordered subscriber): it stays unacked
+        (in the window) until ``handling`` settles it, and a hand-back waits for it as for a running lane, so
+        nothing is acked after the channel closes. Its key's later messages may then be settled before it: after
+        a return it is routed again behind them, which only an unordered message may be.
+        """
+        self._running += 1
+        task = asyncio.get_running_loop().create_task(handling)
+        self._detached.add(task)
+        task.add_done_callback(self._detached_done)
+
+    def _detached_done(self, task: asyncio.Task[None]) -> None:
+        self._detached.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is not None:  # its message is left unacked: returned with the channel
+            log.error("a detached handling failed: %s", describe(error))
+        self._running -= 1
+        self._maybe_returned()
 
     @property
     def held(self) -> int:

@@ -18,7 +18,7 @@ open, paused, disabled, or not accepting), without a fleet-wide limit, each with
 quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
 part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
 deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
-each time.
+each time: as soon as one of its inline deliveries has run that long, not only when it ends.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import statistics
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
@@ -52,6 +52,8 @@ class _State:
     in_flight: int = 0
     barred_until: float = 0.0
     strikes: int = 0
+    starts: list[float] = field(default_factory=list)  # when its inline deliveries in flight began
+    noted: float = float("-inf")  # deliveries begun by then already barred it (while in flight): not again
 
 
 class InlinePolicy:
@@ -75,10 +77,15 @@ class InlinePolicy:
         state = self._states.get(name)
         if state is None:
             return True
+        self._overdue(state, now)
         return now >= state.barred_until and state.in_flight < min(self.cap, concurrency)
 
-    def began(self, name: str) -> None:
-        self._states.setdefault(name, _State()).in_flight += 1
+    def began(self, name: str, now: float | None = None) -> None:
+        """An inline delivery of ``name`` begins (at ``now``: then one still running when it is slow bars it)."""
+        state = self._states.setdefault(name, _State())
+        state.in_flight += 1
+        if now is not None:
+            state.starts.append(now)
         self.in_flight += 1
 
     def ended(self, name: str, seconds: float, now: float) -> None:
@@ -86,15 +93,18 @@ class InlinePolicy:
         state = self._states.setdefault(name, _State())
         state.in_flight = max(0, state.in_flight - 1)
         self.in_flight = max(0, self.in_flight - 1)
+        began, already = now - seconds, False
+        if state.starts:  # its own start (deliveries end in any order); one that barred it in flight: not again
+            start = min(state.starts, key=lambda s: abs(s - began))
+            state.starts.remove(start)
+            already = start <= state.noted
         self._recent.append(seconds)
         self._samples += 1
         if self._samples < RECENT or self._samples % (RECENT // 8) == 0:  # often enough, and cheaply
             self._typical = statistics.median(self._recent)
-        if seconds > self.slow and seconds > SLOWER * self._typical:
-            state.barred_until = max(
-                state.barred_until, now + min(self.bar_max, self.bar * 2.0 ** min(state.strikes, 16))
-            )
-            state.strikes += 1
+        if self._slow(seconds):
+            if not already:
+                self._bar(state, now)
         elif now >= state.barred_until:
             state.strikes = 0
         if not state.in_flight and not state.strikes:
@@ -102,7 +112,24 @@ class InlinePolicy:
 
     def barred(self, name: str, now: float) -> bool:
         state = self._states.get(name)
-        return state is not None and now < state.barred_until
+        if state is None:
+            return False
+        self._overdue(state, now)
+        return now < state.barred_until
+
+    def _slow(self, seconds: float) -> bool:
+        return seconds > self.slow and seconds > SLOWER * self._typical
+
+    def _bar(self, state: _State, now: float) -> None:
+        state.barred_until = max(state.barred_until, now + min(self.bar_max, self.bar * 2.0 ** min(state.strikes, 16)))
+        state.strikes += 1
+
+    def _overdue(self, state: _State, now: float) -> None:
+        """An inline delivery still running past the slow mark bars its endpoint now, not at its end (a hanging
+        endpoint's first deliveries would otherwise go on taking the router's window until its timeout)."""
+        if any(s > state.noted and self._slow(now - s) for s in state.starts):
+            self._bar(state, now)
+            state.noted = now
 
 
 class InlineCopy:
@@ -171,7 +198,7 @@ class InlineDeliveries:
             return None
         if not self.policy.may(name, runner.endpoint.concurrency, now):
             return None
-        self.policy.began(name)
+        self.policy.began(name, now)
         self.started[name] += 1
         return runner
 

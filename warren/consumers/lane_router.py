@@ -15,7 +15,9 @@ The input is partitioned by key (docs/architecture.md, "Routing partitioned by k
 a consistent-hash exchange on ``warren-key``, feeds ``[lanes] route_partitions`` queues with single active
 consumer, claimed a fair share per router (warren/consumers/partition_claims.py, roster ``{prefix}.route.roster``).
 Inside a partition the events of one key are routed one at a time in arrival order, different keys side by
-side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order. A failed
+side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order; an event
+with no ordered subscriber is routed apart from its key's turn (``_on_event``), so that an inline delivery to a
+hanging endpoint holds no later event of its key. A failed
 copy owed to an ordered lane endpoint is retried in place, holding its key (``route_retry_delay``, doubling);
 an event that owes only unordered endpoints goes round through the delay chain back to its partition.
 
@@ -30,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
@@ -103,6 +105,7 @@ class LaneRouter:
         self.copies = 0  # copies confirmed into lanes (an inline delivery's is not counted: lane_inline.py)
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
+        self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _on_event
         self.ordered_lanes = ordered_lanes
         self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
         self._publisher: ConfirmChannel | None = None
@@ -128,21 +131,10 @@ class LaneRouter:
         self._migration = asyncio.create_task(self.migration.run(connection, self._publisher), name="route-migration")
 
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await self._route(message)
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
-
-    async def _route(self, message: AbstractIncomingMessage) -> None:
-        async with one_at_a_time(self._in_flight, message.message_id or ""):
-            await self._route_once(message)
-
-    async def _route_once(self, message: AbstractIncomingMessage) -> None:
-        assert self._publisher is not None
+        """Route one event of a partition's key lane. An event with no ordered subscriber is routed apart from its
+        key (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
+        delivery to a slow endpoint (up to its timeout) would otherwise hold every later event of its key,
+        whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe."""
         await self.index_current.wait()
         headers = dict(message.headers or {})
         state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
@@ -152,6 +144,34 @@ class LaneRouter:
             if state.owed is None or e.name in state.owed
         ]
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
+        lanes = self.partitions.lanes_of(message)
+        routing = self._tracked(self._route(message, headers, state, targets))
+        if targets and lanes is not None and not any(e.ordering == "key" for e in targets):
+            lanes.detach(routing)
+            self.detached += 1
+            return
+        await routing
+
+    async def _tracked(self, routing: Awaitable[None]) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            await routing
+        finally:
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def _route(
+        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
+    ) -> None:
+        async with one_at_a_time(self._in_flight, message.message_id or ""):
+            await self._route_once(message, headers, state, targets)
+
+    async def _route_once(
+        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
+    ) -> None:
+        assert self._publisher is not None
         copy = copy_headers(headers)
         key = lane_key(message)
         while True:
