@@ -84,7 +84,9 @@ class ConfirmChannel:
             channel = self.channel
             self._in_flight[channel] += 1
             try:
-                target = await self.exchange(exchange)
+                target = self._exchanges.get(exchange)  # known: no coroutine to make and await (issue 38)
+                if target is None:
+                    target = await self.exchange(exchange)
                 await publish_confirmed(
                     target, message, routing_key, what=what, event_id=event_id, unroutable=unroutable
                 )
