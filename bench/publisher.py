@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -27,7 +28,8 @@ from pathlib import Path
 import aio_pika
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# WARREN_BENCH_CODE: another checkout's warren to publish with (bench/publish_compare.py --baseline).
+sys.path.insert(0, os.environ.get("WARREN_BENCH_CODE") or str(Path(__file__).resolve().parent.parent))
 
 from warren.broker.amqp.connection import connect
 from warren.broker.events import Event, new_event_id

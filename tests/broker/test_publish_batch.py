@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Callable
 
 import aio_pika
 import pytest
+from pamqp.header import ContentHeader
 
 from tests.support.dead_letters import drain
 from tests.support.tracing import Spans, spans
-from warren.broker.amqp.confirm import one_at_a_time
+from warren.broker.amqp.confirm import Outgoing, one_at_a_time
 from warren.broker.amqp.confirm_channel import RENEWALS, ConfirmChannel
 from warren.broker.applier import apply_setup
-from warren.broker.events import Event
+from warren.broker.events import Event, encode_event, event_body, event_properties
 from warren.broker.publisher import Publisher
 from warren.core.errors import UnroutableError
 from warren.topology import names
@@ -175,3 +176,19 @@ async def test_one_at_a_time_lets_the_next_publish_of_an_id_in_after_a_failure_o
     # Then the second went in only after the first left, and nothing of e1 is left in flight
     assert order == ["first in", "second in", "second out"]
     assert in_flight == {}
+
+
+@pytest.mark.parametrize("extra", [{}, {"sequence": 7, "tenant": "acme"}], ids=["plain", "sequence-tenant"])
+def test_the_publishers_properties_are_encode_events_on_the_wire(extra: dict[str, object]) -> None:
+    # Given an event, and the aio-pika message encode_event makes of it
+    event = Event("order.paid", {"n": 1}, key="k", **extra)  # type: ignore[arg-type]
+    message = encode_event(event)
+    assert message.headers is not None
+    # When the publisher builds its properties directly, from the same headers
+    built = Outgoing(event_body(event), event_properties(event, dict(message.headers)))
+    # Then the content header frame it sends is byte for byte the one aio-pika sends, and so is the body
+    assert (
+        ContentHeader(0, len(built.body), built.properties).marshal()
+        == ContentHeader(0, len(message.body), message.properties).marshal()
+    )
+    assert built.body == message.body

@@ -9,15 +9,18 @@ else on those paths.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractExchange, AbstractMessage
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractMessage
+from aiormq import spec
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
 from warren.core.errors import PublishError, UnroutableError, describe
 
-__all__ = ["LINK_ERRORS", "LinkLost", "Nacked", "one_at_a_time", "publish_confirmed"]
+__all__ = ["LINK_ERRORS", "LinkLost", "Nacked", "Outgoing", "one_at_a_time", "publish_confirmed", "publish_outgoing"]
 
 # The link, not the message: aio-pika raises RuntimeError for a channel that is closed or not reopened yet.
 LINK_ERRORS: tuple[type[Exception], ...] = (*CONNECTION_EXCEPTIONS, RuntimeError)
@@ -30,6 +33,18 @@ class Nacked(PublishError):
 class LinkLost(PublishError):
     """The connection went away before the confirm came: maybe stored, maybe not (a robust connection comes back,
     on another node when its own is gone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message built for the wire once: its body and its AMQP properties, without an aio-pika ``Message``.
+
+    The publisher's hot path (issue 38): aio-pika's ``Message`` converts and checks each field on the way in
+    and builds these same properties again on the way out; ``publish_outgoing`` hands them to aiormq as
+    aio-pika's ``Exchange.publish`` does, with the same ``mandatory`` and the same confirm."""
+
+    body: bytes
+    properties: spec.Basic.Properties
 
 
 async def publish_confirmed(
@@ -47,10 +62,44 @@ async def publish_confirmed(
     broker returns the message because no queue is bound for it. Raises UnroutableError or PublishError,
     and nothing else that comes from RabbitMQ or the link.
     """
+    sent = exchange.publish(message, routing_key=routing_key, mandatory=True)
+    await _answered(sent, exchange.name, routing_key, what, event_id, unroutable)
+
+
+async def publish_outgoing(
+    channel: AbstractChannel,
+    exchange: str,
+    message: Outgoing,
+    routing_key: str,
+    *,
+    what: str,
+    event_id: str | None = None,
+    unroutable: str | None = None,
+) -> None:
+    """``publish_confirmed`` for an :class:`Outgoing` on ``channel`` (confirming), to the exchange named."""
+    await _answered(
+        _basic_publish(channel, exchange, message, routing_key), exchange, routing_key, what, event_id, unroutable
+    )
+
+
+async def _basic_publish(channel: AbstractChannel, exchange: str, message: Outgoing, routing_key: str) -> None:
+    """What aio-pika's ``Exchange.publish`` does with a message: a closed channel refused, then aiormq's publish."""
+    if channel.is_closed:
+        raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
+    underlay = await channel.get_underlay_channel()
+    await underlay.basic_publish(
+        message.body, exchange=exchange, routing_key=routing_key, properties=message.properties, mandatory=True
+    )
+
+
+async def _answered(
+    sent: Awaitable[object], exchange: str, routing_key: str, what: str, event_id: str | None, unroutable: str | None
+) -> None:
+    """Await a mandatory publish's confirm; RabbitMQ's and the link's answers mapped to Warren's errors."""
     try:
-        await exchange.publish(message, routing_key=routing_key, mandatory=True)
+        await sent
     except aiormq.exceptions.PublishError as exc:
-        text = unroutable or f"{what} is unroutable: {exchange.name} routes {routing_key!r} to no queue"
+        text = unroutable or f"{what} is unroutable: {exchange} routes {routing_key!r} to no queue"
         raise UnroutableError(text, event_id) from exc
     except aiormq.exceptions.DeliveryError as exc:
         raise Nacked(f"RabbitMQ refused {what} (nack)", event_id) from exc
