@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractMessage
@@ -35,13 +35,13 @@ class LinkLost(PublishError):
     on another node when its own is gone)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(NamedTuple):
     """A message built for the wire once: its body and its AMQP properties, without an aio-pika ``Message``.
 
     The publisher's hot path (issue 38): aio-pika's ``Message`` converts and checks each field on the way in
     and builds these same properties again on the way out; ``publish_outgoing`` hands them to aiormq as
-    aio-pika's ``Exchange.publish`` does, with the same ``mandatory`` and the same confirm."""
+    aio-pika's ``Exchange.publish`` does, with the same ``mandatory`` and the same confirm. A named tuple: a
+    frozen dataclass sets each field through ``object.__setattr__``, once per event."""
 
     body: bytes
     properties: spec.Basic.Properties
