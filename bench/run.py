@@ -282,9 +282,10 @@ class AttemptDrain:
 
 
 async def one_run(
-    workload: Workload, system: System, workdir: Path, rate: float = 0, scale: float = 1
+    workload: Workload, system: System, workdir: Path, rate: float = 0, scale: float = 1, publisher: str = "warren"
 ) -> dict[str, float]:
-    """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS."""
+    """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS.
+    ``publisher``: ``bench/publisher.py --kind`` (``bare``: plain aio-pika, bench/user_mode.py's bare loop)."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     config = config_for(prefix, workload)
     await apply_setup(config)
@@ -334,6 +335,8 @@ async def one_run(
         publisher = await asyncio.create_subprocess_exec(
             PY,
             str(ROOT / "bench" / "publisher.py"),
+            "--kind",
+            publisher,
             "--url",
             AMQP,
             "--prefix",
@@ -373,6 +376,10 @@ async def one_run(
             "machine_s_per_1k": machine_used / thousands,
             "publish_per_s": published["rate"],
             "deliveries_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["started"]),
+            # The user's rate (bench/user_mode.py): from the first publish, the connection already open.
+            "user_per_s": stats["distinct_ok"] / max(1e-9, stats["last_ok"] - published["first_publish"]),
+            "publish_user_per_s": published["publish_rate"],
+            "publisher_s_per_1k": published["cpu_s"] / max(1e-9, confirmed / 1000),
             "p50_ms": (stats["p50"] or 0) * 1000,
             "p99_ms": (stats["p99"] or 0) * 1000,
             "lost": max(0, confirmed - stats["distinct_ok"]),

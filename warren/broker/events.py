@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 from aio_pika import DeliveryMode, Message
+from aiormq import spec
 
 from warren.broker import wire
 from warren.core.errors import EventError
@@ -25,6 +26,9 @@ __all__ = [
     "Event",
     "encode_event",
     "envelope_bytes",
+    "event_body",
+    "event_headers",
+    "event_properties",
     "new_event_id",
     "validate_event_type",
     "validate_tenant",
@@ -121,9 +125,28 @@ def envelope_bytes(event: Event) -> bytes:
 
 def encode_event(event: Event, max_payload: int | None = None) -> Message:
     """The AMQP message for ``event``; raises EventError when the data is not JSON or the body too large."""
+    return Message(
+        event_body(event, max_payload),
+        message_id=event.id,
+        type=event.type,
+        content_type="application/json",
+        delivery_mode=DeliveryMode.PERSISTENT,
+        timestamp=event.timestamp,
+        app_id="warren",
+        headers=event_headers(event),
+    )
+
+
+def event_body(event: Event, max_payload: int | None = None) -> bytes:
+    """The envelope as JSON, at most ``max_payload`` bytes; EventError otherwise (as ``envelope_bytes``)."""
     body = envelope_bytes(event)
     if max_payload is not None and len(body) > max_payload:
         raise EventError(f"event {event.id}: envelope is {len(body)} bytes, over the limit of {max_payload}")
+    return body
+
+
+def event_headers(event: Event) -> dict[str, Any]:
+    """The headers ``encode_event`` sends: the ordering key, the publish time, the sequence and tenant if any."""
     headers: dict[str, Any] = {
         wire.H_KEY: event.key if event.key is not None else event.id,
         wire.H_PUBLISHED: int(time.time() * 1000),
@@ -132,13 +155,20 @@ def encode_event(event: Event, max_payload: int | None = None) -> Message:
         headers[wire.H_SEQUENCE] = event.sequence
     if event.tenant is not None:
         headers[wire.H_TENANT] = event.tenant
-    return Message(
-        body,
-        message_id=event.id,
-        type=event.type,
-        content_type="application/json",
-        delivery_mode=DeliveryMode.PERSISTENT,
-        timestamp=event.timestamp,
+    return headers
+
+
+def event_properties(event: Event, headers: dict[str, Any]) -> spec.Basic.Properties:
+    """The AMQP properties ``encode_event``'s message goes out with, built directly (the publisher's hot path:
+    no aio-pika ``Message`` to convert them in and out again). tests/broker/test_publish_batch.py holds the two
+    equal on the wire."""
+    return spec.Basic.Properties(
         app_id="warren",
+        content_type="application/json",
+        delivery_mode=int(DeliveryMode.PERSISTENT),
         headers=headers,
+        message_id=event.id,
+        message_type=event.type,
+        priority=0,  # as aio-pika's Message sets it
+        timestamp=event.timestamp,
     )

@@ -23,7 +23,7 @@ from collections import Counter
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractMessage
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import LINK_ERRORS, LinkLost, Nacked, publish_confirmed
+from warren.broker.amqp.confirm import LINK_ERRORS, LinkLost, Nacked, Outgoing, publish_confirmed, publish_outgoing
 from warren.core.errors import describe
 
 __all__ = ["ConfirmChannel"]
@@ -72,7 +72,7 @@ class ConfirmChannel:
     async def publish(
         self,
         exchange: str,
-        message: AbstractMessage,
+        message: AbstractMessage | Outgoing,
         routing_key: str,
         *,
         what: str,
@@ -84,7 +84,14 @@ class ConfirmChannel:
             channel = self.channel
             self._in_flight[channel] += 1
             try:
-                target = await self.exchange(exchange)
+                if isinstance(message, Outgoing):  # the publisher's hot path: straight to aiormq (confirm.py)
+                    await publish_outgoing(
+                        channel, exchange, message, routing_key, what=what, event_id=event_id, unroutable=unroutable
+                    )
+                    return
+                target = self._exchanges.get(exchange)  # known: no coroutine to make and await (issue 38)
+                if target is None:
+                    target = await self.exchange(exchange)
                 await publish_confirmed(
                     target, message, routing_key, what=what, event_id=event_id, unroutable=unroutable
                 )
