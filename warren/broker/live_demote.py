@@ -89,7 +89,7 @@ async def demote(
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-    deadline = await hand_over(connection, settings, record, MOVE_SLACK)
+    deadline = await hand_over(connection, settings, record, MOVE_SLACK, strict=False)
     queued = await _move_all(connection, work, lane_queue, name, deadline) if work in before.consumed else 0
     dlq = names.dlq(prefix, name)
     letters = await _move_all(connection, dlq, lane_dlq, name, deadline) if before.dlq is not None else 0

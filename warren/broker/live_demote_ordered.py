@@ -48,7 +48,7 @@ from warren.broker.amqp.probe import QueueProbe
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import Layout
 from warren.broker.live_remove import delete_exchange, retire
-from warren.broker.route_fence import announce_to_routers
+from warren.broker.route_fence import announce_to_routers, routers_running
 from warren.core.errors import LiveApplyError
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
@@ -77,7 +77,7 @@ async def demote_ordered(
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-    deadline = await hand_over(connection, settings, record, MOVE_SLACK)
+    deadline = await hand_over(connection, settings, record, MOVE_SLACK, strict=True)
     partitions = sorted(before.consumed)
     queued = 0
     for partition in partitions:
@@ -92,11 +92,23 @@ async def demote_ordered(
 
 
 async def hand_over(
-    connection: AbstractConnection, settings: WarrenConfig, record: EndpointRecord, slack: float
+    connection: AbstractConnection, settings: WarrenConfig, record: EndpointRecord, slack: float, *, strict: bool
 ) -> float:
-    """Announce the endpoint as a lane endpoint, waiting for the routers, then delete its exchange: its events
-    reach it only through them from then on. Returns until when its old queues may keep a consumer."""
-    await announce_to_routers(connection, settings.broker.prefix, record, settings.lanes.apply_wait)
+    """Announce the endpoint as a lane endpoint, then delete its exchange: its events reach it only through the
+    routers from then on. Returns until when its old queues may keep a consumer.
+
+    A router answers once its worker serves the endpoint on the lanes, after it stopped serving it on its queues
+    (within the grace period): the wait covers both. ``strict``: a router that has not answered by then refuses
+    the move before the delete (LiveApplyError; its queues still take every event, nothing is lost, and applying
+    again finishes it), since an event published after the delete would miss the endpoint on that router."""
+    wait = settings.lanes.apply_wait + settings.delivery.grace_period
+    heard = await announce_to_routers(connection, settings.broker.prefix, record, wait)
+    if strict and not heard.complete and heard.answered < await routers_running(connection, settings.broker.prefix):
+        # (a router that went meanwhile, killed say, is not waited for: its events go back to the others)
+        raise LiveApplyError(
+            f"endpoint {record.endpoint!r}: {heard.answered} of {heard.routers} routers confirmed its move onto the "
+            f"lanes within {wait:g}s; its own queues keep taking its events meanwhile: apply it again to finish"
+        )
     await delete_exchange(connection, names.endpoint_exchange(settings.broker.prefix, record.endpoint))
     return time.monotonic() + settings.delivery.grace_period + slack
 
