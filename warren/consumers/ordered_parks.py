@@ -16,6 +16,12 @@ quorum queues refuse if-empty), then releases the lock. A copy routed to the que
 delete fail (drained next); one after it is returned. The lock makes that safe: nobody else consumes the queue,
 so no message is unacked anywhere when it goes (RabbitMQ's if-empty does not count unacked ones).
 
+An ordered endpoint moved here from its partitions (warren/broker/live_demote_ordered.py) also has a *moved
+queue* ``{prefix}.lane.park.<E>.moved``: what its partitions held, in order, ended by a marker. Its drainer drains
+that queue first, the same way, and deletes it (with the marker, left unacked: if-empty counts ready messages only)
+once everything before the marker is delivered; only then the park queue, which the routers' copies of E entered
+meanwhile, so each key's older events come first.
+
 What a lane consumer knows of E's park queue is per claimed lane (``PartitionLanes``): only the consumer of that
 lane puts that lane's keys into the park queue, so "not parked" learnt while consuming this lane (a passive
 declare, or a returned publish) stays true for its keys until this consumer parks one of them itself; a new
