@@ -24,6 +24,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.probe import QueueProbe
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.dlq.relocate import relocate_letters
@@ -167,6 +168,11 @@ async def _apply_on(
     stale_reading: asyncio.Future[list[tuple[str, str]]],
 ) -> None:
     prefix = settings.broker.prefix
+    if endpoint.ordering == "key" and settings.lanes.count and await _moving_onto_lanes(connection, prefix, endpoint):
+        raise LiveApplyError(
+            f"endpoint {endpoint.name!r}: its move onto the ordered lanes is unfinished "
+            f"({names.ordered_moved_queue(prefix, endpoint.name)} exists); apply it with home 'lane' to finish it"
+        )
     before, stale = await asyncio.gather(read_layout(connection, prefix, endpoint.name), stale_reading)
     wanted = set(consumed_queues(prefix, endpoint))
     dropped = {q: n for q, n in before.consumed.items() if q not in wanted}
@@ -189,6 +195,15 @@ async def _apply_on(
         except EndpointNotEmpty as exc:
             # Applied: only messages handed back by workers as they switched are left in an old queue.
             log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
+
+
+async def _moving_onto_lanes(connection: AbstractConnection, prefix: str, endpoint: Endpoint) -> bool:
+    """Whether an ordered endpoint's demotion left its moved queue (warren/broker/live_demote_ordered.py)."""
+    probe = QueueProbe(connection)
+    try:
+        return await probe.depth(names.ordered_moved_queue(prefix, endpoint.name)) is not None
+    finally:
+        await probe.close()
 
 
 async def _relayout(

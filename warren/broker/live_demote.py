@@ -17,7 +17,8 @@ exchange for its retries, ``#.<queue>``) and a DLQ. On a lane it owns none of th
    handed back by a worker still draining (past the announcement's wait) are moved too: the move goes on
    until the queue is empty with no consumer, bounded by the grace period.
 
-Only an unordered endpoint moves onto a lane (lanes keep no per-key order): an ordered one is refused.
+An ordered endpoint (partitions) moves onto the ordered lanes its own way, each key's order kept
+(warren/broker/live_demote_ordered.py).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import QueueProbe
 from warren.broker.endpoint_records import EndpointRecord
+from warren.broker.live_demote_ordered import demote_ordered, hand_over
 from warren.broker.live_layout import Layout
-from warren.broker.live_remove import delete_exchange, retire
-from warren.broker.route_fence import announce_to_routers
+from warren.broker.live_remove import retire
 from warren.core.errors import LiveApplyError, TopologyError
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
@@ -64,10 +65,13 @@ async def demote(
     prefix, name = settings.broker.prefix, endpoint.name
     work = names.work_queue(prefix, name)
     if set(before.consumed) - {work}:
-        raise LiveApplyError(
-            f"endpoint {name!r} is ordered (partitions {', '.join(sorted(set(before.consumed) - {work}))}): a lane "
-            "keeps no per-key order; only an unordered endpoint moves onto a lane"
-        )
+        if endpoint.ordering != "key":
+            raise LiveApplyError(
+                f"endpoint {name!r} has partitions ({', '.join(sorted(set(before.consumed) - {work}))}): it moves "
+                "onto the ordered lanes as an ordered endpoint only; change its home and its ordering one at a time"
+            )
+        queued, letters = await demote_ordered(connection, settings, endpoint, record, before)
+        return Demotion(queued, letters)
     lane = names.lane_of(name, settings.lanes.count)
     lane_queue, lane_dlq = names.lane_queue(prefix, lane), names.lane_dlq(prefix, lane)
     due = names.delay_due_exchange(prefix)
@@ -85,9 +89,7 @@ async def demote(
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
-    await announce_to_routers(connection, prefix, record, settings.lanes.apply_wait)
-    await delete_exchange(connection, names.endpoint_exchange(prefix, name))
-    deadline = time.monotonic() + settings.delivery.grace_period + MOVE_SLACK
+    deadline = await hand_over(connection, settings, record, MOVE_SLACK, strict=False)
     queued = await _move_all(connection, work, lane_queue, name, deadline) if work in before.consumed else 0
     dlq = names.dlq(prefix, name)
     letters = await _move_all(connection, dlq, lane_dlq, name, deadline) if before.dlq is not None else 0

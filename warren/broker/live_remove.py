@@ -86,19 +86,20 @@ async def _remove_on(connection: AbstractConnection, settings: WarrenConfig, nam
             "replay or purge them (`warren dlq`), or remove it with force to discard them",
             {lane_dlq: letters},
         )
-    park = names.ordered_park_queue(prefix, name)
-    if lane_dlq is not None and not force and (parked := await _parked(connection, park)):
-        raise EndpointNotEmpty(
-            f"endpoint {name!r} has {parked} message(s) parked in {park} while it was held: nothing removed; "
-            "resume it and let them drain, or remove it with force to discard them",
-            {park: parked},
-        )
+    park, moved = names.ordered_park_queue(prefix, name), names.ordered_moved_queue(prefix, name)
+    for queue in (moved, park):
+        if lane_dlq is not None and not force and (parked := await _parked(connection, queue)):
+            raise EndpointNotEmpty(
+                f"endpoint {name!r} has {parked} message(s) waiting in {queue} (held, or moved from its "
+                "partitions): nothing removed; resume it and let them drain, or remove it with force to discard them",
+                {queue: parked},
+            )
     await announce(connection, prefix, EndpointRecord.removing(name, by()))
     if not layout.exists:
         if lane_dlq is None:
             return Removal()
         # An ordered lane endpoint held once may have a park queue (warren/consumers/ordered_parks.py).
-        queued = sum((await retire(connection, settings, name, [park], force=force)).values())
+        queued = sum((await retire(connection, settings, name, [moved, park], force=force)).values())
         if not force:
             return Removal()
         # A lane endpoint: its letters leave the shared DLQ with it, so a later endpoint of the name (another

@@ -31,7 +31,7 @@ from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import announce_on
 from warren.topology import names
 
-__all__ = ["ROUTED", "RoutersHeard", "announce_to_routers", "routed_reply"]
+__all__ = ["ROUTED", "RoutersHeard", "announce_to_routers", "routed_reply", "routers_running"]
 
 log = logging.getLogger("warren.live")
 
@@ -50,7 +50,7 @@ class RoutersHeard:
         return self.answered >= self.routers
 
 
-async def _routers(connection: AbstractConnection, prefix: str) -> int:
+async def routers_running(connection: AbstractConnection, prefix: str) -> int:
     """The routing workers running: the consumers of the routers' roster (none while it does not exist)."""
     channel = await connection.channel()
     try:
@@ -74,7 +74,7 @@ async def announce_to_routers(
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     try:
         await existing_queue(channel, names.route_partition(prefix, 0))  # `warren setup` has made the routing stage
-        routers = await _routers(connection, prefix)
+        routers = await routers_running(connection, prefix)
         answered: set[str] = set()
         everyone = asyncio.Event()
 

@@ -39,7 +39,7 @@ HomeOption = Annotated[
     typer.Option(
         "--home",
         help="'lane' (shares [lanes]) or 'dedicated' (queues of its own). create: default [lanes] api_default_home "
-        "while lanes are on; update: kept unless given (a move, refused where it is not built).",
+        "while lanes are on; update: kept unless given (a move; an ordered endpoint moves onto the lanes only).",
     ),
 ]
 PartitionsOption = Annotated[int | None, typer.Option("--partitions", min=1, max=256, help="With --ordering key.")]

@@ -90,6 +90,8 @@ class LaneStage:
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner | OrderedLaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""
         ordered = endpoint.ordering == "key"
+        if ordered and self.ordered.parks is not None:
+            self.ordered.parks.forget(endpoint.name)  # a move here may have declared its park queue meanwhile
         kind: type[LaneRunner | OrderedLaneRunner] = OrderedLaneRunner if ordered else LaneRunner
         feed: dict[str, Any] = {"ordered": self.ordered} if ordered else {"channel_acks": self.consumer.acks_of}
         return kind(

@@ -16,6 +16,12 @@ quorum queues refuse if-empty), then releases the lock. A copy routed to the que
 delete fail (drained next); one after it is returned. The lock makes that safe: nobody else consumes the queue,
 so no message is unacked anywhere when it goes (RabbitMQ's if-empty does not count unacked ones).
 
+An ordered endpoint moved here from its partitions (warren/broker/live_demote_ordered.py) also has a *moved
+queue* ``{prefix}.lane.park.<E>.moved``: what its partitions held, in order, ended by a marker. Its drainer drains
+that queue first, the same way, and deletes it (with the marker, left unacked: if-empty counts ready messages only)
+once everything before the marker is delivered; only then the park queue, which the routers' copies of E entered
+meanwhile, so each key's older events come first.
+
 What a lane consumer knows of E's park queue is per claimed lane (``PartitionLanes``): only the consumer of that
 lane puts that lane's keys into the park queue, so "not parked" learnt while consuming this lane (a passive
 declare, or a returned publish) stays true for its keys until this consumer parks one of them itself; a new
@@ -51,6 +57,11 @@ DISCOVER_EVERY = 10.0  # seconds between two looks for park queues of the ordere
 PARK_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic"}
 
 
+def _ordered_lane_runner(runner: Any) -> bool:
+    """Whether ``runner`` serves an ordered lane endpoint (a park queue is delivered by nothing else)."""
+    return getattr(runner, "ordered_lanes", None) is not None
+
+
 class OrderedParks:
     """The park queues this worker parks into and drains. ``runners`` is the worker's map of runners."""
 
@@ -68,6 +79,7 @@ class OrderedParks:
         self._tags: dict[str, PartitionLanes] = {}
         self._declared: set[str] = set()
         self._discovery: asyncio.Task[None] | None = None
+        self._ended: weakref.WeakSet[PartitionLanes] = weakref.WeakSet()  # moved queues' channels past the marker
         self.running = False
 
     def open(self, connection: AbstractRobustConnection, publisher: ConfirmChannel) -> None:
@@ -76,6 +88,12 @@ class OrderedParks:
 
     def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
         return self._tags.get(message.consumer_tag or "")
+
+    def forget(self, name: str) -> None:
+        """Forget what the lanes learnt of ``name``'s park queue: it is (again) an ordered lane endpoint here, and
+        a move may have declared its park queue meanwhile (live_demote_ordered.py)."""
+        for known in self._known.values():
+            known.pop(name, None)
 
     @staticmethod
     def held(runner: Any) -> bool:
@@ -137,18 +155,25 @@ class OrderedParks:
             task.add_done_callback(lambda _t: self._drains.pop(name, None))
 
     async def _drain(self, name: str) -> None:
-        queue = names.ordered_park_queue(self.prefix, name)
+        """Drain what ``name`` brought from its partitions when it moved here (the moved queue), then its park
+        queue: nothing of the park queue is delivered while the moved queue exists (live_demote_ordered.py)."""
+        for queue in (names.ordered_moved_queue(self.prefix, name), names.ordered_park_queue(self.prefix, name)):
+            if not await self._drain_queue(name, queue):
+                return
+
+    async def _drain_queue(self, name: str, queue: str) -> bool:
+        """Drain ``queue`` (one worker at a time: its drain lock); True once it is gone, False when stopping."""
         while self.running:
             try:
                 lock = await self._lock(queue)
                 if lock is None:
                     await asyncio.sleep(DRAIN_TICK * 2)
                     if not await self._exists(queue):
-                        return
+                        return True
                     continue
                 try:
                     if await self._drain_held(name, queue):
-                        return
+                        return True
                 finally:
                     await self._unlock(lock, queue)
             except asyncio.CancelledError:
@@ -156,9 +181,11 @@ class OrderedParks:
             except Exception as exc:
                 log.warning("draining %s: %s; trying again", queue, describe(exc))
                 await asyncio.sleep(DRAIN_TICK)
+        return False
 
     async def _drain_held(self, name: str, queue: str) -> bool:
         """Drain ``queue`` holding its lock; True once it is deleted (or gone)."""
+        moved = queue == names.ordered_moved_queue(self.prefix, name)
         while self.running:
             lanes = await self._consume(name, queue)
             if lanes is None:
@@ -169,16 +196,27 @@ class OrderedParks:
                     await lanes.hand_back_now()
                     return True
                 runner = self.runners.get(name)
-                if runner is None or self.held(runner) or lanes.busy:
+                if not _ordered_lane_runner(runner) or self.held(runner) or lanes.busy:
                     continue
+                if moved and lanes not in self._ended:
+                    continue  # the mover has not written its last message yet: more may come
                 if await self._count(queue) == 0 and not lanes.busy:
                     break
+            if moved and lanes in self._ended and not lanes.returning:
+                # Everything before the end marker is settled and the marker is unacked: the delete (if-empty
+                # counts ready messages only) takes the marker with the queue, so no crash leaves it empty and
+                # markless (which would hold the park queue for ever).
+                await lanes.acks.flush()
+                if await self._delete_if_empty(queue):
+                    await lanes.hand_back_now()
+                    log.info("moved queue %s delivered and deleted", queue)
+                    return True
             await lanes.hand_back_now()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(lanes.returned.wait(), 30)
             if not self.running:
                 return False
-            if await self._delete_if_empty(queue):
+            if not moved and await self._delete_if_empty(queue):
                 log.info("park queue %s drained and deleted", queue)
                 self._declared.discard(name)
                 return True
@@ -203,14 +241,18 @@ class OrderedParks:
         await close_channel(channel)
 
     async def _deliver(self, message: AbstractIncomingMessage) -> None:
+        lanes = self.lanes_of(message)
+        if (message.headers or {}).get(wire.H_MOVE_END) is not None:
+            if lanes is not None:
+                self._ended.add(lanes)  # left unacked: the queue's delete takes it (_drain_held)
+            return
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         runner = self.runners.get(name)
-        lanes = self.lanes_of(message)
-        while runner is None and lanes is not None and not lanes.returning and self.known(name):
+        while not _ordered_lane_runner(runner) and lanes is not None and not lanes.returning and self.known(name):
             if await lanes.wait(DRAIN_TICK):  # its runner is being built (or the endpoint went: removal deletes)
                 return
             runner = self.runners.get(name)
-        if runner is not None:
+        if runner is not None and _ordered_lane_runner(runner):
             await runner.deliver(message)
 
     async def _lock(self, queue: str) -> AbstractChannel | None:

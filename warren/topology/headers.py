@@ -30,6 +30,7 @@ __all__ = [
     "H_LAST_ERROR",
     "H_LAST_RESPONSE",
     "H_LAST_STATUS",
+    "H_MOVE_END",
     "H_PUBLISHED",
     "H_REPLAYED",
     "H_REQUEST_HEADERS",
@@ -61,6 +62,7 @@ H_LAST_ERROR = "warren-last-error"  # short text: why the last attempt failed
 H_LAST_RESPONSE = "warren-last-response"  # a dead letter's last response body, as much as the worker read of it
 H_ENDPOINT = "warren-endpoint"
 H_LANE_HOLDS = "warren-lane-holds"  # a lane message parked in a row because its endpoint was held: how often
+H_MOVE_END = "warren-move-end"  # the last message of a moved ordered endpoint's queue (live_demote_ordered.py)
 H_LANE_MISSES = "warren-lane-misses"  # a lane message parked because its endpoint was not (yet) served: how often
 # The routing stage's own (warren/consumers/route_attempts.py), on an event it sends round again or dead-letters:
 H_ROUTE_ATTEMPT = "warren-route-attempt"  # routing attempts already made; never derived from x-delivery-count

@@ -40,6 +40,7 @@ __all__ = [
     "ordered_lane_of",
     "ordered_lane_queue",
     "ordered_lane_roster",
+    "ordered_moved_queue",
     "ordered_park_queue",
     "partition_owner",
     "partition_queue",
@@ -168,6 +169,12 @@ def ordered_lane_roster(prefix: str) -> str:
 def ordered_park_queue(prefix: str, endpoint: str) -> str:
     """A held ordered lane endpoint's park queue (ordered_parks.py): it exists only while the endpoint is parked."""
     return f"{prefix}.lane.park.{endpoint}"
+
+
+def ordered_moved_queue(prefix: str, endpoint: str) -> str:
+    """What a dedicated ordered endpoint's partitions held when it moved onto the ordered lanes, in order: drained
+    before its park queue (warren/broker/live_demote_ordered.py); it exists only until then."""
+    return f"{prefix}.lane.park.{endpoint}.moved"
 
 
 def ordered_lane_of(endpoint: str, key: str, count: int) -> int:

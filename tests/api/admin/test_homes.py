@@ -17,7 +17,7 @@ from tests.support.health import wait_until
 from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.setup_helpers import prefix_state
-from warren.api.admin.homes import home_after_update, with_home
+from warren.api.admin.homes import home_after_update, ordered_move, with_home
 from warren.broker.management import ManagementClient
 from warren.consumers.worker import Worker
 from warren.topology.config import WarrenConfig
@@ -44,6 +44,16 @@ def test_the_default_home_follows_the_lanes_and_an_update_keeps_it_unless_asked(
     assert home_after_update("lane", {"home": None}, {}, off) == "dedicated"
     assert home_after_update("lane", {"home": None}, {"ordering": "key"}, on) == "lane"
     assert home_after_update("dedicated", {"home": "lane"}, {}, on) == "lane"
+
+
+def test_an_ordered_endpoint_moves_onto_the_lanes_only_with_its_ordering_unchanged() -> None:
+    ledger = {"name": "ledger", "ordering": "key"}
+    assert ordered_move("dedicated", "key", {**ledger, "home": "lane"}) is None
+    assert ordered_move("lane", "key", {**ledger, "home": "lane"}) is None
+    assert "does not move from the lanes" in (ordered_move("lane", "key", {**ledger, "home": "dedicated"}) or "")
+    assert "at once" in (ordered_move("dedicated", "none", {**ledger, "home": "lane"}) or "")
+    assert "at once" in (ordered_move("dedicated", "key", {"name": "ledger", "home": "lane"}) or "")
+    assert ordered_move("dedicated", "none", {"name": "tail", "home": "lane"}) is None
 
 
 async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoint(start_admin: Start) -> None:
@@ -102,15 +112,18 @@ async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Sta
     moved = await warren("endpoint", "update", "busy", "--home", "lane", "--config", path)
     assert moved.code == 0, (moved.out, moved.err)
     assert (await admin.call("GET", "/v1/endpoints/busy")).body["home"] == "lane"
-    # An ordered one is refused (a lane keeps no per-key order), and stays where it is
+    # An ordered one moves onto the ordered lanes (live_demote_ordered.py), but not back: refused, it stays there
     ordered = await warren(
         "endpoint", "create", "ledger", "--url", "http://127.0.0.1:9/l", "-e", "#", "--ordering", "key",
         "--home", "dedicated", "--config", path,
     )  # fmt: skip
     assert ordered.code == 0, ordered.err
-    refused = await warren("endpoint", "update", "ledger", "--home", "lane", "--config", path)
+    demoted = await warren("endpoint", "update", "ledger", "--home", "lane", "--config", path)
+    assert demoted.code == 0, (demoted.out, demoted.err)
+    assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "lane"
+    refused = await warren("endpoint", "update", "ledger", "--home", "dedicated", "--config", path)
     assert refused.code != 0 and "ordered" in refused.err, refused.err
-    assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "dedicated"
+    assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "lane"
     kept = await warren("endpoint", "update", "tail", "--concurrency", "4", "--config", path, "--json")
     assert kept.code == 0 and '"home": "lane"' in kept.out, (kept.out, kept.err)
 

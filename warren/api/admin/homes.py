@@ -36,13 +36,23 @@ def home_after_update(current: str, changes: Mapping[str, Any], data: Mapping[st
 
 
 def ordered_move(current_home: str, current_ordering: str, data: Mapping[str, Any]) -> str | None:
-    """Why an update may not move an endpoint between homes (None: it may). An ordered endpoint (before or after
-    the update) stays where it is: its copies on the way in its old home would be overtaken by the events reaching
-    its new one (docs/architecture.md, "Ordered lanes")."""
-    home = str(data.get("home") or current_home)
-    if home == current_home or "key" not in (current_ordering, _ordering(data)):
+    """Why an update may not move an endpoint between homes (None: it may). An ordered endpoint moves from
+    ``dedicated`` onto the ordered lanes, each key's order kept (warren/broker/live_demote_ordered.py), with its
+    ordering unchanged; not back yet: the events on their way to it through the routers and its lanes would be
+    overtaken by the ones reaching its own queues (docs/architecture.md, "Moving between homes")."""
+    home, ordering = str(data.get("home") or current_home), _ordering(data)
+    if home == current_home or "key" not in (current_ordering, ordering):
         return None
-    return (
-        f"endpoint {data.get('name')!r} is ordered: it does not move between homes ({current_home} to {home}) while "
-        "its events are on their way; create it again under another name in its new home instead"
-    )
+    name = data.get("name")
+    if ordering != current_ordering:
+        return (
+            f"endpoint {name!r}: its home ({current_home} to {home}) and its ordering ({current_ordering} to "
+            f"{ordering}) change at once; change one, then the other"
+        )
+    if home == "dedicated":
+        return (
+            f"endpoint {name!r} is ordered: it does not move from the lanes to queues of its own while its events "
+            "are on their way (not built: nothing would keep each key's order); create it again under another "
+            "name with home 'dedicated' instead"
+        )
+    return None

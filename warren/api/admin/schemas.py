@@ -87,7 +87,8 @@ class _Options(_In):
         default=None,
         description="'lane': no queues of its own, shares the deployment's lanes; 'dedicated': queues of its own. "
         "Left out on a create: [lanes] api_default_home ('lane') while lanes are on, 'dedicated' when they are off "
-        "or with ordering 'key'. Left out on an update: kept; another home is a move, refused (409) where not built.",
+        "or with ordering 'key'. Left out on an update: kept; another home is a move (an ordered endpoint: onto the "
+        "lanes only, 409 back).",
     )
     concurrency: int | None = Field(default=None, ge=1, le=2048, description="Requests in flight per worker.")
     timeout: Seconds | None = None
