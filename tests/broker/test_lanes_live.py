@@ -78,11 +78,12 @@ async def test_a_lane_endpoint_is_refused_without_lanes_or_over_an_ordered_one(
         await declare(plain)
         with pytest.raises(LiveApplyError, match=r"needs \[lanes\] count > 0"):
             await apply_endpoint(plain, endpoint(receiver, "tail", home="lane"))
-        # Over an ordered endpoint (a lane keeps no per-key order): refused, naming its partitions
+        # Over an ordered endpoint, as an unordered one (its home and its ordering changed at once): refused,
+        # naming its partitions (it moves onto the ordered lanes as an ordered endpoint only)
         await apply_endpoint(plain, endpoint(receiver, "busy", ordering="key", partitions=2))
         lanes = make_config([], lanes={"count": 2})
         await declare(lanes)
-        with pytest.raises(LiveApplyError, match=r"is ordered .*only an unordered endpoint moves onto a lane"):
+        with pytest.raises(LiveApplyError, match=r"has partitions .*as an ordered endpoint only; change its home"):
             await apply_endpoint(lanes, endpoint(receiver, "busy", home="lane"))
 
 
