@@ -49,9 +49,6 @@ from warren.broker.management import ManagementClient
 from warren.broker.publisher import Publisher
 from warren.topology.config import WarrenConfig
 
-NODE = "warrenlong@localhost"
-AMQP_PORT, MGMT_PORT, PROM_PORT, DIST_PORT = 5831, 15831, 15931, 25831
-DIR = Path(os.environ.get("WARREN_LONGRUN_DIR", "/tmp/warren-longrun"))
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 PLUGINS = "rabbitmq_management,rabbitmq_consistent_hash_exchange,rabbitmq_shovel,rabbitmq_prometheus"
 ENDPOINTS = {"unordered": False, "ordered": True, "lane": False, "lane-ordered": True}  # name -> ordered
@@ -62,37 +59,53 @@ OUTAGE_S = 30.0
 
 class OwnNode:
     """A standalone RabbitMQ node of this bench's own, run like scripts/cluster's nodes (as the rabbitmq user,
-    a clean environment): started, killed by its own PID and started again; removed at the end."""
+    a clean environment): started, killed by its own PID and started again; removed at the end. ``slot`` N > 0
+    shifts its ports by N and names it ``warrenlongN`` (two runs side by side); ``wal_mib`` sets
+    ``raft.wal_max_size_bytes`` (0: RabbitMQ's default, 512 MiB)."""
 
-    broker = Broker(NODE, [f"amqp://guest:guest@127.0.0.1:{AMQP_PORT}/"], [f"http://guest:guest@127.0.0.1:{MGMT_PORT}"])
+    def __init__(self, slot: int = 0, wal_mib: int = 0) -> None:
+        self.name = f"warrenlong{slot or ''}@localhost"
+        self.amqp, self.mgmt, self.prom, self.dist = (port + slot for port in (5831, 15831, 15931, 25831))
+        self.dir = Path(os.environ.get("WARREN_LONGRUN_DIR", "/tmp/warren-longrun") + (f"-{slot}" if slot else ""))
+        self.wal_mib = wal_mib
+        urls = [f"amqp://guest:guest@127.0.0.1:{self.amqp}/"]
+        self.broker = Broker(self.name, urls, [f"http://guest:guest@127.0.0.1:{self.mgmt}"])
 
     def _env(self) -> str:
+        d = self.dir
         return (
             f"env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME={Path('~rabbitmq').expanduser()} LANG=C.UTF-8 "
-            f"RABBITMQ_NODENAME={NODE} RABBITMQ_NODE_PORT={AMQP_PORT} RABBITMQ_DIST_PORT={DIST_PORT} "
-            f"RABBITMQ_MNESIA_BASE={DIR}/mnesia RABBITMQ_LOG_BASE={DIR}/log RABBITMQ_PID_FILE={DIR}/pid "
-            f"RABBITMQ_ENABLED_PLUGINS_FILE={DIR}/enabled_plugins RABBITMQ_CONFIG_FILE={DIR}/rabbitmq"
+            f"RABBITMQ_NODENAME={self.name} RABBITMQ_NODE_PORT={self.amqp} RABBITMQ_DIST_PORT={self.dist} "
+            f"RABBITMQ_MNESIA_BASE={d}/mnesia RABBITMQ_LOG_BASE={d}/log RABBITMQ_PID_FILE={d}/pid "
+            f"RABBITMQ_ENABLED_PLUGINS_FILE={d}/enabled_plugins RABBITMQ_CONFIG_FILE={d}/rabbitmq"
         )
 
     async def start(self) -> float:
         started = time.monotonic()
-        DIR.mkdir(parents=True, exist_ok=True)
-        (DIR / "rabbitmq.conf").write_text(
-            f"listeners.tcp.default = {AMQP_PORT}\nmanagement.tcp.port = {MGMT_PORT}\n"
-            f"prometheus.tcp.port = {PROM_PORT}\n"
-        )
-        (DIR / "enabled_plugins").write_text(f"[{PLUGINS}].\n")
-        shutil.chown(DIR, "rabbitmq", "rabbitmq")
-        for path in DIR.rglob("*"):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        conf = f"listeners.tcp.default = {self.amqp}\nmanagement.tcp.port = {self.mgmt}\n"
+        conf += f"prometheus.tcp.port = {self.prom}\n"
+        if self.wal_mib:
+            conf += f"raft.wal_max_size_bytes = {self.wal_mib * 2**20}\n"
+        (self.dir / "rabbitmq.conf").write_text(conf)
+        (self.dir / "enabled_plugins").write_text(f"[{PLUGINS}].\n")
+        for path in [self.dir, *self.dir.rglob("*")]:
             shutil.chown(path, "rabbitmq", "rabbitmq")
         await sh("su", "rabbitmq", "-s", "/bin/sh", "-c", f"ulimit -n 20000; {self._env()} {SERVER} -detached")
-        await sh("rabbitmqctl", "-q", "-n", NODE, "await_startup", "--timeout", "180", timeout=200)
-        return round(time.monotonic() - started, 1)
+        # await_startup fails at once while the new VM has not registered with epmd yet: asked again until then.
+        while True:
+            try:
+                await sh("rabbitmqctl", "-q", "-n", self.name, "await_startup", "--timeout", "10", timeout=30)
+                return round(time.monotonic() - started, 1)
+            except (RuntimeError, TimeoutError):
+                if time.monotonic() - started > 180:
+                    raise
+                await asyncio.sleep(1)
 
     @property
     def pid(self) -> int | None:
         with contextlib.suppress(OSError, ValueError):
-            pid = int((DIR / "pid").read_text().strip())
+            pid = int((self.dir / "pid").read_text().strip())
             if Path(f"/proc/{pid}/exe").resolve().name == "beam.smp":
                 return pid
         return None
@@ -105,7 +118,7 @@ class OwnNode:
 
     async def remove(self) -> None:
         await self.kill()
-        shutil.rmtree(DIR, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 async def sh(*command: str, timeout: float = 60) -> None:
@@ -169,11 +182,12 @@ def long_config(broker: Broker, vhost: str, prefix: str, receiver: Receiver) -> 
 
 
 class Run:
-    def __init__(self, minutes: float, rate: int, report_every: float) -> None:
+    def __init__(self, minutes: float, rate: int, report_every: float, node: OwnNode) -> None:
         self.total = minutes * 60
         self.rate = rate
         self.every = report_every * 60
-        self.node = OwnNode()
+        self.node = node
+        self.memory: dict[str, float] = {}
         self.receiver = OutageReceiver()
         self.workers: list[Process] = []
         self.confirmed: dict[str, float] = {}  # id -> when confirmed (monotonic)
@@ -183,7 +197,7 @@ class Run:
         self.min_depth: int | None = None
         self.depth = 0
         self.t0 = 0.0
-        self.workdir = Path(tempfile.mkdtemp(prefix="warren-longrun-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix="warren-longrun-work-"))
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -213,6 +227,14 @@ class Run:
         return await Process(["worker", "--config", str(path)], log).start(b"worker consuming", timeout=120)
 
     async def fault_loop(self, path: Path) -> None:
+        """The faults; one that fails ends them, and is in the figures (the verdict then fails)."""
+        try:
+            await self._faults(path)
+        except Exception as error:
+            self.faults.append({"at_s": round(self.now()), "fault": "the fault loop failed", "error": repr(error)})
+            print(json.dumps(self.faults[-1]), flush=True)
+
+    async def _faults(self, path: Path) -> None:
         cycle = self.total / 8
         await asyncio.sleep(max(0.0, cycle / 2 - self.now()))
         at = self.now()
@@ -247,6 +269,10 @@ class Run:
             with contextlib.suppress(Exception):
                 self.depth = sum((await queued(api)).values())
                 self.min_depth = self.depth if self.min_depth is None else min(self.min_depth, self.depth)
+                memory = (await api.request("GET", f"nodes/{self.node.name}/memory"))["memory"]
+                # The quorum queues' WAL memtables (quorum_ets) and message bodies (binary): RabbitMQ holds
+                # them until the WAL rolls over at raft.wal_max_size_bytes.
+                self.memory = {k: round(memory[k] / 2**20, 1) for k in ("quorum_ets", "binary")}
             await asyncio.sleep(10)
 
     def row(self, label: str) -> dict[str, Any]:
@@ -263,6 +289,8 @@ class Run:
             "worker_fds": fds(steady),
             "broker_rss_mib": rss_mib(self.node.pid),
             "broker_fds": fds(self.node.pid),
+            "broker_quorum_ets_mib": self.memory.get("quorum_ets"),
+            "broker_binary_mib": self.memory.get("binary"),
             "queue_depth": self.depth,
             "queue_depth_min": self.min_depth,
         }
@@ -272,7 +300,7 @@ class Run:
 
     async def main(self) -> dict[str, Any]:
         await self.node.remove()
-        figures: dict[str, Any] = {"minutes": self.total / 60, "rate_per_s": self.rate, "node": NODE}
+        figures: dict[str, Any] = {"minutes": self.total / 60, "rate_per_s": self.rate, "node": self.node.name}
         figures["node_start_s"] = await self.node.start()
         await self.receiver.start()
         tasks: list[asyncio.Task[None]] = []
@@ -334,6 +362,7 @@ class Run:
             return round(100 * (last[key] - warm[key]) / warm[key], 1) if warm[key] and last[key] else None
 
         lost = sum(figures[n]["lost"] for n in ENDPOINTS)
+        faults_ok = len(self.faults) == 8 and not any("error" in f for f in self.faults)
         violations = sum(figures[n].get("order_violations", 0) for n in ENDPOINTS)
         worker, broker = growth("worker_rss_mib"), growth("broker_rss_mib")
         return {
@@ -343,7 +372,9 @@ class Run:
             "broker_rss_growth_pct": broker,
             "warm_up_row": warm["at"],
             "queues_empty": not figures["left_in_queues"],
-            "held": lost == 0
+            "faults_applied": len(self.faults),
+            "held": faults_ok
+            and lost == 0
             and violations == 0
             and not figures["left_in_queues"]
             and figures["workers_alive"]
@@ -358,14 +389,16 @@ def table(figures: dict[str, Any]) -> str:
     """The rows as a Markdown table (docs/cluster.md's): per endpoint first deliveries / duplicates / overdue."""
     names = " | ".join(f"{n}: delivered · dup · overdue" for n in ENDPOINTS)
     lines = [
-        f"| at | confirmed | {names} | worker RSS MiB · fds | broker RSS MiB · fds | queued (last · least) |",
+        f"| at | confirmed | {names} | worker RSS MiB · fds | broker RSS MiB (quorum_ets) · fds "
+        "| queued (last · least) |",
         "|---|---:|" + "---:|" * len(ENDPOINTS) + "---:|---:|---:|",
     ]
     for r in figures["rows"]:
         cells = " | ".join(f"{r[n]['delivered']:,} · {r[n]['duplicates']} · {r[n]['overdue']}" for n in ENDPOINTS)
         lines.append(
             f"| {r['at']} | {r['confirmed']:,} | {cells} | {r['worker_rss_mib']} · {r['worker_fds']} | "
-            f"{r['broker_rss_mib']} · {r['broker_fds']} | {r['queue_depth']} · {r['queue_depth_min']} |"
+            f"{r['broker_rss_mib']} ({r.get('broker_quorum_ets_mib', '?')}) · {r['broker_fds']} | "
+            f"{r['queue_depth']} · {r['queue_depth_min']} |"
         )
     return "\n".join(lines)
 
@@ -376,13 +409,15 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=20, help="events per second (each goes to four endpoints)")
     parser.add_argument("--report-every", type=float, default=5, help="minutes between rows")
     parser.add_argument("--out", type=Path, help="also write the figures here (JSON)")
+    parser.add_argument("--wal-max-mib", type=int, default=0, help="raft.wal_max_size_bytes, MiB (default 512)")
+    parser.add_argument("--slot", type=int, default=0, help="N > 0: ports +N, node warrenlongN (runs side by side)")
     parser.add_argument("--table", type=Path, help="only print the rows of figures written by --out, as Markdown")
     args = parser.parse_args()
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return
     started = time.monotonic()
-    figures = asyncio.run(Run(args.minutes, args.rate, args.report_every).main())
+    figures = asyncio.run(Run(args.minutes, args.rate, args.report_every, OwnNode(args.slot, args.wal_max_mib)).main())
     figures["wall_s"] = round(time.monotonic() - started)
     text = json.dumps(figures, indent=2)
     print(text, "\n" + table(figures), flush=True)
