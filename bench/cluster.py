@@ -160,6 +160,18 @@ class Receiver:
         return len(self.paths[name].ok) if name in self.paths else 0
 
 
+def endpoint_figures(seen: Seen, expected: set[str], *, ordered: bool = False) -> dict[str, Any]:
+    """One endpoint's outcome against the events it was owed (``expected``, ids): the cluster, partition and
+    long-run benches all report these."""
+    return {
+        "delivered": len(seen.ok & expected),
+        "lost": len(expected - seen.ok),
+        "duplicates": seen.duplicates,
+        "longest_pause_s": round(max(seen.gaps or [0.0]), 2),
+        **({"order_violations": seen.violations} if ordered else {}),
+    }
+
+
 # --- one run's topology, processes and events ---------------------------------------------------------------
 def config_for(
     broker: Broker,
@@ -180,12 +192,27 @@ def config_for(
         )
     if lanes:
         endpoints.append({**common, "name": "lane", "url": receiver.url("lane"), "concurrency": 64, "home": "lane"})
+    return bench_config(broker, vhost, prefix, endpoints, lanes={"count": lanes}, api_port=api_port)
+
+
+def bench_config(
+    broker: Broker,
+    vhost: str,
+    prefix: str,
+    endpoints: list[dict[str, Any]],
+    *,
+    lanes: dict[str, int],
+    retry: dict[str, Any] | None = None,
+    rebalance: str = "1s",
+    api_port: int = 0,
+) -> WarrenConfig:
+    """The cluster, partition and long-run benches' configuration around their endpoints."""
     return WarrenConfig(
-        lanes={"count": lanes},
+        lanes=lanes,
         broker={"url": broker.in_vhost(vhost), "management_url": broker.management, "prefix": prefix},
-        retry={"base": "100ms", "cap": "1s", "max_attempts": 20},
+        retry=retry or {"base": "100ms", "cap": "1s", "max_attempts": 20},
         delivery={"allow_private_networks": True},
-        worker={"log_format": "json", "rebalance_interval": "1s"},
+        worker={"log_format": "json", "rebalance_interval": rebalance},
         api={"port": api_port, "tokens": [TOKEN]},
         endpoints=endpoints,
     )
@@ -364,15 +391,9 @@ async def kill_run(events: int = 5000, workdir: Path | None = None) -> dict[str,
                 await asyncio.sleep(1.0)  # late duplicates, if any, are counted too
                 figures["seconds"] = round(loop.time() - started, 1)
                 figures["posted"] = dict(posted)
+                owed = {f"e-{n}" for n in range(events)}
                 for name in ENDPOINTS:
-                    seen = receiver.paths.get(name, Seen())
-                    figures[name] = {
-                        "delivered": len(seen.ok),
-                        "lost": events - len(seen.ok),
-                        "duplicates": seen.duplicates,
-                        **({"order_violations": seen.violations} if name == "ordered" else {}),
-                        "longest_pause_s": round(max(seen.gaps or [0.0]), 2),
-                    }
+                    figures[name] = endpoint_figures(receiver.paths.get(name, Seen()), owed, ordered=name == "ordered")
                 figures["processes_alive"] = all(p.alive for p in processes)
                 async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{api_port}/readyz") as r:
                     figures["api_readyz"] = r.status

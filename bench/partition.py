@@ -37,7 +37,18 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cluster import SECRET, TOKEN, Broker, Process, Receiver, Seen, _bases, fresh_vhost, leaders
+from bench.cluster import (
+    SECRET,
+    Broker,
+    Process,
+    Receiver,
+    Seen,
+    _bases,
+    bench_config,
+    endpoint_figures,
+    fresh_vhost,
+    leaders,
+)
 from tests.support.processes import write_config
 from warren.broker.amqp.connection import connect
 from warren.broker.applier import apply_setup
@@ -95,15 +106,8 @@ def fault_config(vhost: str, prefix: str, receiver: Receiver) -> WarrenConfig:
         {**common, "name": "lane", "url": receiver.url("lane"), "concurrency": 32, "home": "lane"},
         {**common, "name": "flaky", "url": receiver.url("flaky"), "concurrency": 32},
     ]
-    return WarrenConfig(
-        lanes={"count": 2},
-        broker={"url": BROKER.in_vhost(vhost), "management_url": BROKER.management, "prefix": prefix},
-        retry={"base": "100ms", "cap": "1s", "max_attempts": 30},
-        delivery={"allow_private_networks": True},
-        worker={"log_format": "json", "rebalance_interval": "1s"},
-        api={"tokens": [TOKEN]},
-        endpoints=endpoints,
-    )
+    retry = {"base": "100ms", "cap": "1s", "max_attempts": 30}
+    return bench_config(BROKER, vhost, prefix, endpoints, lanes={"count": 2}, retry=retry)
 
 
 async def harness(*args: str, timeout: float = 400) -> str:
@@ -246,13 +250,7 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                 await asyncio.sleep(1.0)  # late duplicates, if any, are counted too
                 for name in ENDPOINTS:
                     seen = receiver.paths.get(name, Seen())
-                    figures[name] = {
-                        "delivered": len(seen.ok & confirmed),
-                        "lost": missing[name],
-                        "duplicates": seen.duplicates,
-                        "longest_pause_s": round(max(seen.gaps or [0.0]), 1),
-                        **({"order_violations": seen.violations} if name == "ordered" else {}),
-                    }
+                    figures[name] = endpoint_figures(seen, confirmed, ordered=name == "ordered")
                 figures["ordered"]["overlaps"] = receiver.overlaps
                 left: dict[str, int] = {}
                 for _ in range(60):  # management statistics lag a few seconds
