@@ -17,7 +17,8 @@ consumer, claimed a fair share per router (warren/consumers/partition_claims.py,
 Inside a partition the events of one key are routed one at a time in arrival order, different keys side by
 side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order; an event
 with no ordered subscriber is routed apart from its key's turn (``_on_event``), so that an inline delivery to a
-hanging endpoint holds no later event of its key. A failed
+hanging endpoint holds no later event of its key; with the index current, such an event is seen for what it is
+as it arrives and routed at once in its delivery's own task, never joining its key's lane (``_apart``). A failed
 copy owed to an ordered lane endpoint is retried in place, holding its key (``route_retry_delay``, doubling);
 an event that owes only unordered endpoints goes round through the delay chain back to its partition.
 
@@ -32,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
@@ -53,7 +54,7 @@ from warren.consumers.route_attempts import (
     route_dead_headers,
     route_delay,
     route_retry_headers,
-    route_state_in,
+    route_state,
 )
 from warren.consumers.route_migration import RouteMigration
 from warren.core.errors import PublishError, UnroutableError, describe
@@ -105,16 +106,21 @@ class LaneRouter:
         self.copies = 0  # copies confirmed into lanes (an inline delivery's is not counted: lane_inline.py)
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
-        self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _on_event
+        self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _apart, _on_event
         self.ordered_lanes = ordered_lanes
         self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
         self._publisher: ConfirmChannel | None = None
         self.migration = RouteMigration(prefix)
         self._migration: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._events, self._tenants = names.events_exchange(prefix), names.tenants_exchange(prefix)
         # The route partitions this worker claimed (partition_claims.py assigns them), each into per-key lanes.
         self.partitions = ClaimedPartitions(
-            [names.route_partition(prefix, i) for i in range(partitions)], prefetch, self._on_event, key=_route_key
+            [names.route_partition(prefix, i) for i in range(partitions)],
+            prefetch,
+            self._on_event,
+            key=_route_key,
+            apart=self._apart,
         )
         self.inline: InlineDeliveries | None = None  # first attempts made here, no lane copy (LaneStage sets it)
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
@@ -130,19 +136,37 @@ class LaneRouter:
         # An earlier release's single routing queue, if any, moved into the partitions (route_migration.py).
         self._migration = asyncio.create_task(self.migration.run(connection, self._publisher), name="route-migration")
 
+    def _apart(self, message: AbstractIncomingMessage) -> Coroutine[Any, Any, None] | None:
+        """An event's routing to run at once apart from its key's lane (its delivery's task runs it: no lane, no
+        task of its own), when the index is current and no subscriber of it is ordered; None: it takes its
+        key's turn (``_on_event``). Filters are applied only once the event is let go apart, so that an event
+        sent to its lane is not counted ``filtered`` twice."""
+        if not self.index_current.is_set():
+            return None
+        headers, state, targets = self._subscribers(message)
+        if any(e.ordering == "key" for e in targets):
+            return None
+        self.detached += 1
+        targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
+        return self._tracked(self._route(message, headers, state, targets))
+
+    def _subscribers(self, message: AbstractIncomingMessage) -> tuple[Mapping[str, Any], RouteState, list[Endpoint]]:
+        """The event's headers (read, never changed), what it is, and the lane endpoints it is (still) owed to."""
+        headers = message.headers or {}
+        state = route_state(headers, message.exchange, message.routing_key, events=self._events, tenants=self._tenants)
+        targets = self.index.subscribers(state.tenant, state.event_type)
+        if state.owed is not None:
+            targets = [e for e in targets if e.name in state.owed]
+        return headers, state, targets
+
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
-        """Route one event of a partition's key lane. An event with no ordered subscriber is routed apart from its
-        key (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
+        """Route one event of a partition's key lane (one that ``_apart`` did not take: the index was not current,
+        or it has an ordered subscriber). An event with no ordered subscriber is routed apart from its key
+        (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
         delivery to a slow endpoint (up to its timeout) would otherwise hold every later event of its key,
         whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe."""
         await self.index_current.wait()
-        headers = dict(message.headers or {})
-        state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
-        targets = [
-            e
-            for e in self.index.subscribers(state.tenant, state.event_type)
-            if state.owed is None or e.name in state.owed
-        ]
+        headers, state, targets = self._subscribers(message)
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         lanes = self.partitions.lanes_of(message)
         routing = self._tracked(self._route(message, headers, state, targets))
@@ -163,17 +187,17 @@ class LaneRouter:
                 self._tasks.discard(task)
 
     async def _route(
-        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
+        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
     ) -> None:
         async with one_at_a_time(self._in_flight, message.message_id or ""):
             await self._route_once(message, headers, state, targets)
 
     async def _route_once(
-        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
+        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
     ) -> None:
         assert self._publisher is not None
         copy = copy_headers(headers)
-        key = lane_key(message)
+        key = lane_key(message) if any(e.ordering == "key" for e in targets) else ""  # only an ordered lane's
         while True:
             results = await self._store_all(message, copy, targets, key)
             failed = [e for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
@@ -243,7 +267,7 @@ class LaneRouter:
     async def _route_again(
         self,
         message: AbstractIncomingMessage,
-        headers: dict[str, Any],
+        headers: Mapping[str, Any],
         state: RouteState,
         owed: frozenset[str] | None,
         why: str,
