@@ -98,18 +98,6 @@ class PartitionLanes:
         self._detached.add(task)
         task.add_done_callback(self._detached_done)
 
-    async def _run_apart(self, handling: Coroutine[Any, Any, None]) -> None:
-        """``detach`` without a task: the delivery's own task runs the handling (counted as a running lane, so a
-        hand-back waits for it), and its key's lane is never held by it."""
-        self._running += 1
-        try:
-            await handling
-        except Exception as exc:  # its message is left unacked: returned with the channel
-            log.error("a detached handling failed: %s", describe(exc))
-        finally:
-            self._running -= 1
-            self._maybe_returned()
-
     def _detached_done(self, task: asyncio.Task[None]) -> None:
         self._detached.discard(task)
         error = None if task.cancelled() else task.exception()
@@ -133,7 +121,16 @@ class PartitionLanes:
             return  # left unacked: closing the channel returns it, behind the ones delivered before it
         self.acks.track(message)
         if self._apart is not None and (handling := self._apart(message)) is not None:
-            await self._run_apart(handling)
+            # ``detach`` without a task: this delivery's task runs it (counted as a running lane, so that a
+            # hand-back waits for it), and its key's lane is never held by it.
+            self._running += 1
+            try:
+                await handling
+            except Exception as exc:  # its message is left unacked: returned with the channel
+                log.error("a detached handling failed: %s", describe(exc))
+            finally:
+                self._running -= 1
+                self._maybe_returned()
             return
         tag = message.delivery_tag or 0
         self._delivered_at[tag] = time.monotonic()

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
@@ -148,7 +148,7 @@ class LaneRouter:
             return None
         self.detached += 1
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
-        return self._tracked(self._route(message, headers, state, targets))
+        return self._route(message, headers, state, targets)
 
     def _subscribers(self, message: AbstractIncomingMessage) -> tuple[Mapping[str, Any], RouteState, list[Endpoint]]:
         """The event's headers (read, never changed), what it is, and the lane endpoints it is (still) owed to."""
@@ -169,28 +169,27 @@ class LaneRouter:
         headers, state, targets = self._subscribers(message)
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         lanes = self.partitions.lanes_of(message)
-        routing = self._tracked(self._route(message, headers, state, targets))
+        routing = self._route(message, headers, state, targets)
         if targets and lanes is not None and not any(e.ordering == "key" for e in targets):
             lanes.detach(routing)
             self.detached += 1
             return
         await routing
 
-    async def _tracked(self, routing: Awaitable[None]) -> None:
+    async def _route(
+        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
+    ) -> None:
+        """Route one event in the task that runs this (counted in ``_tasks``, which ``close`` waits for), no two
+        deliveries of one id side by side."""
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
-            await routing
+            async with one_at_a_time(self._in_flight, message.message_id or ""):
+                await self._route_once(message, headers, state, targets)
         finally:
             if task is not None:
                 self._tasks.discard(task)
-
-    async def _route(
-        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
-    ) -> None:
-        async with one_at_a_time(self._in_flight, message.message_id or ""):
-            await self._route_once(message, headers, state, targets)
 
     async def _route_once(
         self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
@@ -199,7 +198,17 @@ class LaneRouter:
         copy = copy_headers(headers)
         key = lane_key(message) if any(e.ordering == "key" for e in targets) else ""  # only an ordered lane's
         while True:
-            results = await self._store_all(message, copy, targets, key)
+            results: list[BaseException | None]
+            if len(targets) == 1:  # the common case: awaited in this task, with neither gather's task nor a frame
+                try:
+                    await self._store(message, copy, targets[0], key)
+                    results = [None]
+                except Exception as exc:
+                    results = [exc]
+            else:  # side by side, each None or what it raised, in order
+                results = await asyncio.gather(
+                    *(self._store(message, copy, e, key) for e in targets), return_exceptions=True
+                )
             failed = [e for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
             if not failed:
                 break
@@ -224,19 +233,6 @@ class LaneRouter:
                 return  # the partition is being handed back: the event returns to its head, unacked
         await self._ack(message)
         self.routed += 1
-
-    async def _store_all(
-        self, message: AbstractIncomingMessage, copy: dict[str, Any], targets: list[Endpoint], key: str
-    ) -> list[BaseException | None]:
-        """Each target's ``_store`` side by side: None or what it raised, in order. One target (the common case:
-        an event for one endpoint) is awaited in this task, without gather's task."""
-        if len(targets) == 1:
-            try:
-                await self._store(message, copy, targets[0], key)
-            except Exception as exc:
-                return [exc]
-            return [None]
-        return await asyncio.gather(*(self._store(message, copy, e, key) for e in targets), return_exceptions=True)
 
     async def _store(
         self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: Endpoint, key: str
