@@ -84,6 +84,26 @@ async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoi
     assert (again.status, again.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
 
 
+async def test_a_promotion_the_routing_stage_did_not_confirm_is_a_503_and_changes_nothing(start_admin: Start) -> None:
+    # Given a lane endpoint
+    admin = await start_admin(lanes={"count": 2})
+    created = await admin.call("POST", "/v1/endpoints", spec("rising"))
+    assert (created.status, created.body["home"]) == (201, "lane"), created.body
+    # When it is promoted and the routing stage does not confirm in time
+    admin.applier.unconfirmed = 1
+    refused = await admin.call("PATCH", "/v1/endpoints/rising", {"home": "dedicated"})
+    # Then the answer says so, to be tried again, and the endpoint stays a lane endpoint
+    assert (refused.status, refused.body["error"]) == (503, "routing_unconfirmed"), refused.body
+    assert "apply it again" in refused.body["message"]
+    assert (await admin.call("GET", "/v1/endpoints/rising")).body["home"] == "lane"
+    # And asked again once routers confirm, it moves; only a move from a lane was applied as a promotion
+    moved = await admin.call("PATCH", "/v1/endpoints/rising", {"home": "dedicated"})
+    assert (moved.status, moved.body["home"]) == (200, "dedicated"), moved.body
+    touched = await admin.call("PATCH", "/v1/endpoints/rising", {"url": "http://127.0.0.1:9/v2"})
+    assert touched.status == 200
+    assert admin.applier.promotions == [False, True, True, False]
+
+
 async def test_the_default_home_is_configurable_and_dedicated_without_lanes(start_admin: Start) -> None:
     chosen = await start_admin(lanes={"count": 2, "api_default_home": "dedicated"})
     without = await start_admin()
