@@ -219,7 +219,12 @@ async def _fenced(connection: AbstractConnection, settings: WarrenConfig, endpoi
     and RoutingUnconfirmed raised: the endpoint stays on its lane, where every router still routes to it, so what its
     queues took meanwhile is a lane copy's twin, and nothing of it is lost."""
     prefix, lanes = settings.broker.prefix, settings.lanes
-    outcome = await fence_routing_stage(connection, prefix, lanes.route_partitions, lanes.promote_wait)
+    try:
+        outcome = await fence_routing_stage(connection, prefix, lanes.route_partitions, lanes.promote_wait)
+    except BaseException:  # not even fenced (the link lost, the call cancelled): undone as far as it can be
+        with contextlib.suppress(Exception):
+            await _undeclare(connection, prefix, endpoint)
+        raise
     if outcome.complete:
         return
     await _undeclare(connection, prefix, endpoint)
