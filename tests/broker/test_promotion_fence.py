@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 from aiohttp import web
@@ -205,3 +206,25 @@ async def test_a_fence_waiting_when_its_router_stops_returns_with_the_events_bef
             await wait_until(lambda: not isinstance(second.runners.get("rising"), LaneRunner), 10, "re-served")
             await _nothing_left_anywhere(config, 1)
         assert {r.event_id for r in receiver.received} == {slow.id}
+
+
+async def test_a_promotion_is_refused_at_once_while_an_earlier_releases_routing_queue_holds_events(
+    make_config: Callable[..., WarrenConfig], management: ManagementClient, prefix: str
+) -> None:
+    async with Receiver() as receiver:
+        # Given a lane endpoint, and the earlier release's single routing queue still holding an event (its moves
+        # into the partitions would come behind any fence: route_migration.py)
+        config = make_config([], lanes={"count": 1, "promote_wait": "60s"})
+        await declare(config)
+        await apply_endpoint(config, endpoint(receiver, "rising", home="lane"))
+        connection = await aio_pika.connect(config.broker.url)
+        async with connection:
+            channel = await connection.channel()
+            old = await channel.declare_queue(names.route_queue(prefix), durable=True)
+            await channel.default_exchange.publish(aio_pika.Message(b"{}"), routing_key=old.name)
+        # When it is promoted
+        with pytest.raises(RoutingUnconfirmed) as refused:
+            await asyncio.wait_for(apply_endpoint(config, endpoint(receiver, "rising", home="dedicated")), 30)
+        # Then it is refused, naming that queue (without waiting out promote_wait), and undone
+        assert refused.value.missing == [names.route_queue(prefix)]
+        assert await management.queue(names.work_queue(prefix, "rising")) is None

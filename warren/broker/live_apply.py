@@ -230,9 +230,10 @@ async def _fenced(connection: AbstractConnection, settings: WarrenConfig, endpoi
     await _undeclare(connection, prefix, endpoint)
     raise RoutingUnconfirmed(
         f"endpoint {endpoint.name!r} not promoted, still on its lane: the routing stage did not confirm within "
-        f"{lanes.promote_wait:g} s ([lanes] promote_wait) that the events it held for it were routed (no answer "
-        f"from {', '.join(outcome.missing)}: no worker routing, or one busy or retrying); apply it again once "
-        "workers are routing (`warren status`: the routing stage keeping up)",
+        f"{lanes.promote_wait:g} s ([lanes] promote_wait) that the events it held for it were routed (not confirmed: "
+        f"{', '.join(outcome.missing)}; no worker routing, one busy or retrying, or an earlier release's routing "
+        "queue still holding events); apply it again once workers are routing (`warren status`: the routing stage "
+        "keeping up)",
         outcome.missing,
     )
 

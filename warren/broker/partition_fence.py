@@ -13,8 +13,11 @@ partition's answer is the promotion announced; without (no router running, one s
 in place) the caller undoes the promotion and refuses it (warren/broker/live_apply.py).
 
 No fence is needed when the routing stage holds nothing and nobody consumes it: every partition empty with no
-consumer (an event published from here on is published after the bindings). A fence the caller gave up on stays
-in its partition until a router takes it, answers a queue that is gone, and acks it: harmless.
+consumer (an event published from here on is published after the bindings). None can be confirmed while an
+earlier release's single routing queue ``{prefix}.route`` holds events or has a consumer: what it holds is moved
+into the partitions behind any fence (warren/consumers/route_migration.py), so the promotion is refused then.
+A fence the caller gave up on stays in its partition until a router takes it, answers a queue that is gone, and
+acks it: harmless.
 """
 
 from __future__ import annotations
@@ -72,11 +75,15 @@ async def fence_routing_stage(
 ) -> FenceOutcome:
     """Fence every route partition and wait up to ``wait`` seconds for each one's answer (module docstring)."""
     queues = tuple(names.route_partition(prefix, i) for i in range(partitions))
+    old = names.route_queue(prefix)  # an earlier release's single routing queue, moved into the partitions
     probe = QueueProbe(connection)
     try:
-        depths = {q: await probe.depth(q) for q in queues}
+        depths = {q: await probe.depth(q) for q in (*queues, old)}
     finally:
         await probe.close()
+    if fence_needed({old: depths.pop(old)}):
+        # Its events reach the partitions behind any fence (warren/consumers/route_migration.py): not confirmable.
+        return FenceOutcome((old,), frozenset())
     if not fence_needed(depths):
         return FenceOutcome(queues, frozenset(queues), needed=False)
     present = tuple(q for q in queues if depths[q] is not None)
