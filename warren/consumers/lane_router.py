@@ -55,6 +55,7 @@ from warren.consumers.route_attempts import (
     route_retry_headers,
     route_state_in,
 )
+from warren.consumers.route_fences import answer_fence, fence_id
 from warren.consumers.route_migration import RouteMigration
 from warren.core.errors import PublishError, UnroutableError, describe
 from warren.topology import names
@@ -116,6 +117,9 @@ class LaneRouter:
         self.partitions = ClaimedPartitions(
             [names.route_partition(prefix, i) for i in range(partitions)], prefetch, self._on_event, key=_route_key
         )
+        # The endpoint served here with queues of its own under that name, if any (LaneStage sets it): a copy owed
+        # to it since it was a lane endpoint goes there (an event sent round before its promotion).
+        self.elsewhere: Callable[[str], Endpoint | None] = lambda name: None
         self.inline: InlineDeliveries | None = None  # first attempts made here, no lane copy (LaneStage sets it)
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
@@ -134,7 +138,13 @@ class LaneRouter:
         """Route one event of a partition's key lane. An event with no ordered subscriber is routed apart from its
         key (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
         delivery to a slow endpoint (up to its timeout) would otherwise hold every later event of its key,
-        whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe."""
+        whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe.
+        A promotion's fence is no event: answered once what came before it is routed (route_fences.py)."""
+        if (fence := fence_id(message)) is not None:
+            assert self._publisher is not None
+            lanes, partition = self.partitions.lanes_of(message), self.partitions.partition_of(message)
+            await answer_fence(message, fence, lanes, partition, self._publisher)
+            return
         await self.index_current.wait()
         headers = dict(message.headers or {})
         state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
@@ -143,6 +153,9 @@ class LaneRouter:
             for e in self.index.subscribers(state.tenant, state.event_type)
             if state.owed is None or e.name in state.owed
         ]
+        if state.owed:  # owed since its lane time by an endpoint promoted since: to its own queues (_store)
+            gone = sorted(state.owed.difference(e.name for e in targets))
+            targets += [e for e in map(self.elsewhere, gone) if e is not None]
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         lanes = self.partitions.lanes_of(message)
         routing = self._tracked(self._route(message, headers, state, targets))
@@ -222,6 +235,11 @@ class LaneRouter:
         not): an ordered endpoint's into its key's ordered lane."""
         assert self._publisher is not None
         headers = {**copy, wire.H_ENDPOINT: endpoint.name}
+        if endpoint.home != "lane":  # an owed copy following the endpoint to its own queues, as its lane's copies do
+            what = f"event {message.message_id} owed to endpoint {endpoint.name}, promoted"
+            exchange = names.endpoint_exchange(self.prefix, endpoint.name)
+            await self._publisher.publish(exchange, wire.onward(message, headers), message.routing_key or "", what=what)
+            return
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
         else:
