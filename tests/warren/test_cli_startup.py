@@ -70,7 +70,9 @@ def _subcommands(group: str) -> list[str]:
 def test_importing_the_cli_imports_no_heavy_library() -> None:
     # When the entry point's module is imported, Then none of the heavy libraries is
     probe = f"import sys, warren.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, cwd=ROOT, env=clean_env()
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
 
