@@ -9,7 +9,6 @@ on every running worker at once (docs/health.md).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from datetime import UTC, datetime
@@ -93,6 +92,8 @@ def _load(config: ConfigOption) -> WarrenConfig:
     settings = load(config)
     if settings.store.url is None:
         return settings
+
+    import asyncio  # here: `warren --help` need not import asyncio
 
     from warren.api.admin.service import open_service
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from typing import TYPE_CHECKING, Annotated
@@ -15,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
-from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import BrokerUnavailable, WarrenError
 from warren.topology.durations import parse_duration
 
@@ -187,7 +185,10 @@ async def _round(config: WarrenConfig, endpoints: list[str] | None) -> Status | 
 
 async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: float, as_json: bool) -> None:
     # Each round asks whether Ctrl-C came: a library may lose its CancelledError (warren/deadlines.py).
+    import asyncio  # here: `warren --help` need not import asyncio
+
     from warren.broker.status import Status
+    from warren.core.deadlines import stop_if_cancelled
 
     retrying = f"(trying again every {interval:g}s)"
     if as_json:

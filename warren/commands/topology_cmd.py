@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -32,6 +31,8 @@ topology_app = typer.Typer(
 def _with_live(settings: WarrenConfig) -> tuple[WarrenConfig, list[str]]:
     """The configuration with the live endpoints the endpoints stream holds, and their names; the file's alone
     (and a warning) when RabbitMQ cannot be read."""
+    import asyncio  # here: `warren --help` need not import asyncio
+
     from warren.broker.live_set import read_live_endpoints, with_live_endpoints
 
     try:
