@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -157,11 +154,7 @@ async def main(
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-lanes-"))
     verdicts: list[Verdict] = []
     async with harness.receiving(workdir):
-        print(
-            f"# Warren lanes · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()} · "
-            f"{runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')} · load average "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        )
+        print(harness.heading("Warren lanes", runs, scale))
         if not skip_ceilings:
             await harness.print_ceilings(workdir, runs)
         if "throughput" in modes:
@@ -171,7 +164,7 @@ async def main(
         print("\n## Issue 34's targets, this run\n| target | measured | wanted | |\n|---|---:|---:|---|")
         for verdict in verdicts:
             print(verdict.row())
-        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"\nload average at the end: {harness.load_average()}")
     return verdicts
 
 

@@ -7,9 +7,9 @@ The channel under both is a stand-in whose aiormq ``basic_publish`` returns at o
 left is what each side does per event above aiormq (the event and its envelope, the message and its
 properties, the window, per-key order, re-send bookkeeping, tracing's check), measured as CPU time (µs per
 event, median of ``--runs`` after one warm-up) and free of the broker's and the machine's noise.
-``--kind bare`` is ``bench/publisher.py --kind bare``'s loop; ``--kind warren`` is ``publish_many`` through a
-``ConfirmChannel``. AMQP framing and the socket, the same for both, are left out: see
-``bench/publish_compare.py`` for the whole.
+``--kind bare`` is ``bench/publisher.py --kind bare``'s loop (its ``publish_bare``); ``--kind warren`` is
+``publish_many`` through a ``ConfirmChannel``, with the events ``bench/publisher.py`` makes. AMQP framing and the
+socket, the same for both, are left out: see ``bench/publish_compare.py`` for the whole.
 """
 
 from __future__ import annotations
@@ -20,20 +20,22 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aio_pika
-import orjson
 
-sys.path.insert(0, os.environ.get("WARREN_BENCH_CODE") or str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # bench/
+sys.path.insert(0, os.environ.get("WARREN_BENCH_CODE") or str(ROOT))  # the warren measured
 
+from bench.publisher import event, publish_bare
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.broker.events import Event, new_event_id
 from warren.broker.publisher import Publisher
 
 FILLER = "x" * 280  # bench/publisher.py's 300-byte data
+KEYS = 1000  # bench/publisher.py's default --keys
+WINDOW = 512  # and its default --window
 
 
 class Underlay:
@@ -66,9 +68,9 @@ class Connection:
 async def warren(count: int) -> float:
     channel = await ConfirmChannel(Connection()).open()  # type: ignore[arg-type]
     publisher = Publisher(channel, "events", None)
-    events = (Event(type="bench.event", data={"n": i, "pad": FILLER}, key=f"key-{i % 1000}") for i in range(count))
+    events = (event(i, KEYS, FILLER, 0) for i in range(count))
     started = time.process_time()
-    report = await publisher.publish_many(events, window=512)
+    report = await publisher.publish_many(events, window=WINDOW)
     spent = time.process_time() - started
     assert len(report.confirmed) == count, report.failed[:1]
     return spent / count * 1e6
@@ -76,35 +78,11 @@ async def warren(count: int) -> float:
 
 async def bare(count: int) -> float:
     exchange = aio_pika.Exchange(Channel(), "events")  # type: ignore[arg-type]
-    slots = asyncio.Semaphore(512)
-
-    async def one(i: int) -> None:
-        try:
-            event_id = new_event_id()
-            stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            data = {"n": i, "pad": FILLER}
-            body = orjson.dumps({"id": event_id, "type": "bench.event", "timestamp": stamp, "data": data})
-            message = aio_pika.Message(
-                body,
-                message_id=event_id,
-                type="bench.event",
-                content_type="application/json",
-                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-                headers={"warren-key": f"key-{i % 1000}"},
-            )
-            await exchange.publish(message, routing_key="bench.event", mandatory=True)
-        finally:
-            slots.release()
-
-    tasks: set[asyncio.Task[None]] = set()
     started = time.process_time()
-    for i in range(count):
-        await slots.acquire()
-        task = asyncio.create_task(one(i))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    await asyncio.gather(*tasks)
-    return (time.process_time() - started) / count * 1e6
+    confirmed = await publish_bare(exchange, count, KEYS, FILLER, WINDOW, 0)
+    spent = time.process_time() - started
+    assert confirmed == count
+    return spent / count * 1e6
 
 
 async def main(kind: str, count: int, runs: int) -> None:

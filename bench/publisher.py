@@ -88,6 +88,19 @@ async def bare(url: str, prefix: str, count: int, keys: int, filler: str, window
     connection = await aio_pika.connect(url)
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     exchange = await channel.get_exchange(names.events_exchange(prefix), ensure=False)
+    first_publish()
+    confirmed = await publish_bare(exchange, count, keys, filler, window, types)
+    last_confirm()
+    await connection.close()
+    return confirmed
+
+
+async def publish_bare(
+    exchange: aio_pika.abc.AbstractExchange, count: int, keys: int, filler: str, window: int, types: int
+) -> int:
+    """The bare loop (module docstring): event ``i`` built and published as a user would, ``window`` awaiting their
+    confirms at once (a semaphore and a task each); returns how many were confirmed. bench/publish_overhead.py runs
+    it on a stand-in channel."""
     slots = asyncio.Semaphore(window)
     confirmed = 0
 
@@ -113,16 +126,13 @@ async def bare(url: str, prefix: str, count: int, keys: int, filler: str, window
         finally:
             slots.release()
 
-    tasks = set()
-    first_publish()
+    tasks: set[asyncio.Task[None]] = set()
     for i in range(count):
         await slots.acquire()
         task = asyncio.create_task(one(i))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
     await asyncio.gather(*tasks)
-    last_confirm()
-    await connection.close()
     return confirmed
 
 

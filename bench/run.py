@@ -459,6 +459,19 @@ def per_run_ratio(rows: list[dict[str, float]], reference: list[dict[str, float]
     return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
 
 
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def heading(title: str, runs: int, scale: float) -> str:
+    """A sitting's first line: what ran, on which machine, how often, and how loaded the machine was."""
+    return (
+        f"# {title} · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
+        f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
+        f" · load average {load_average()}"
+    )
+
+
 def counts(text: str) -> list[int]:
     """A comma-separated list of counts, as the command lines take them (``1,2``, ``32,4``)."""
     return [int(n) for n in text.split(",")]
@@ -537,11 +550,7 @@ async def main(
     workdir = Path(tempfile.mkdtemp(prefix="warren-bench-"))
     receiver = await start_receiver(workdir)
     try:
-        print(
-            f"# Warren benchmark · {platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()}"
-            f" · {runs} runs each, medians · --scale {scale:g} · {time.strftime('%Y-%m-%d %H:%M')}"
-            f" · load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-        )
+        print(heading("Warren benchmark", runs, scale))
         attempt_log_lines: list[str] = []
         if not skip_ceilings:
             ceiling_rows = [await ceilings(workdir) for _ in range(runs)]
@@ -621,7 +630,7 @@ async def main(
             )
             print("|---|---|---:|---:|---:|---:|---:|")
             print("\n".join(attempt_log_lines))
-        print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"\nload average at the end: {load_average()}")
     finally:
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()

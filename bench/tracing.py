@@ -16,8 +16,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.interleave import interleaved, sitting, variant
+from bench.interleave import Results, interleaved_table, variant
 from bench.run import System, cpu_cell, median, per_run_ratio
+
+COLUMNS = (
+    "deliveries/s",
+    "per CPU-s",
+    "CPU-s per 1k: worker / broker / machine",
+    "p50 ms",
+    "p99 ms",
+    "lost",
+    "requests",
+    "vs tracing off: deliveries/s (per run)",
+    "vs tracing off: worker CPU-s per 1k (per run)",
+)
 
 
 async def main(runs: int, scale: float, chosen: list[str], baseline: str | None) -> None:
@@ -25,27 +37,25 @@ async def main(runs: int, scale: float, chosen: list[str], baseline: str | None)
     systems = [off, variant("tracing on (SDK, in memory)", "--traced")]
     if baseline:
         systems.insert(0, variant("baseline", "--source", baseline))
-    async with sitting("Warren tracing cost", runs, scale) as workdir:
-        print(
-            "\n| workload | system | deliveries/s | per CPU-s | CPU-s per 1k: worker / broker / machine | p50 ms "
-            "| p99 ms | lost | requests | vs tracing off: deliveries/s (per run) | vs tracing off: worker CPU-s "
-            "per 1k (per run) |"
-        )
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for name in chosen:
-            results = await interleaved(name, systems, runs, workdir, scale)
-            for system, rows in results.items():
-                ratio = cpu_ratio = "-"
-                if system != off:
-                    ratio = per_run_ratio(rows, results[off], "deliveries_per_s")
-                    cpu_ratio = per_run_ratio(rows, results[off], "worker_s_per_1k")
-                print(
-                    f"| {name} | {system.name} | {median(rows, 'deliveries_per_s'):,.0f} | "
-                    f"{median(rows, 'per_cpu_s'):,.0f} | {cpu_cell(rows)} | {median(rows, 'p50_ms'):,.1f} | "
-                    f"{median(rows, 'p99_ms'):,.1f} | {max(r['lost'] for r in rows):.0f} | "
-                    f"{median(rows, 'requests'):,.0f} | {ratio} | {cpu_ratio} |",
-                    flush=True,
-                )
+
+    def cells(system: System, rows: list[dict[str, float]], results: Results) -> list[str]:
+        ratio = cpu_ratio = "-"
+        if system != off:
+            ratio = per_run_ratio(rows, results[off], "deliveries_per_s")
+            cpu_ratio = per_run_ratio(rows, results[off], "worker_s_per_1k")
+        return [
+            f"{median(rows, 'deliveries_per_s'):,.0f}",
+            f"{median(rows, 'per_cpu_s'):,.0f}",
+            cpu_cell(rows),
+            f"{median(rows, 'p50_ms'):,.1f}",
+            f"{median(rows, 'p99_ms'):,.1f}",
+            f"{max(r['lost'] for r in rows):.0f}",
+            f"{median(rows, 'requests'):,.0f}",
+            ratio,
+            cpu_ratio,
+        ]
+
+    await interleaved_table("Warren tracing cost", COLUMNS, cells, systems, chosen, runs, scale)
 
 
 if __name__ == "__main__":

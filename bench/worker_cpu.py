@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.interleave import interleaved, sitting, variant
-from bench.run import System, cpu_cell, median
+from bench.interleave import Results, interleaved_table, variant
+from bench.run import System, cpu_cell, median, per_run_ratio
 
-
-def ratios(rows: list[dict[str, float]], reference: list[dict[str, float]]) -> str:
-    pairs = [a["worker_s_per_1k"] / b["worker_s_per_1k"] for a, b in zip(rows, reference, strict=True)]
-    return f"{statistics.median(pairs):.2f} ({', '.join(f'{p:.2f}' for p in pairs)})"
+COLUMNS = (
+    "deliveries/s",
+    "CPU-s per 1k: worker / broker / machine",
+    "worker CPU-s per 1k (per run)",
+    "lost",
+    "worker CPU vs bare loop (per run)",
+    "vs baseline (per run)",
+)
 
 
 async def main(runs: int, scale: float, chosen: list[str], baseline: str | None, candidate: str | None) -> None:
@@ -39,24 +42,21 @@ async def main(runs: int, scale: float, chosen: list[str], baseline: str | None,
     systems = [variant("this change", "--source", candidate) if candidate else System(1, "uvloop"), bare]
     if baseline:
         systems.insert(0, variant("baseline", "--source", baseline))
-    async with sitting("Warren worker CPU per delivery", runs, scale) as workdir:
-        print(
-            "\n| workload | system | deliveries/s | CPU-s per 1k: worker / broker / machine | worker CPU-s per 1k "
-            "(per run) | lost | worker CPU vs bare loop (per run) | vs baseline (per run) |"
-        )
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
-        for name in chosen:
-            results = await interleaved(name, systems, runs, workdir, scale)
-            for system, rows in results.items():
-                each = ", ".join(f"{r['worker_s_per_1k']:.3f}" for r in rows)
-                vs_bare = ratios(rows, results[bare]) if system != bare else "-"
-                compared = baseline and system.workers and system != systems[0]
-                print(
-                    f"| {name} | {system.name} | {median(rows, 'deliveries_per_s'):,.0f} | {cpu_cell(rows)} | "
-                    f"{median(rows, 'worker_s_per_1k'):.3f} ({each}) | {max(r['lost'] for r in rows):.0f} | "
-                    f"{vs_bare} | {ratios(rows, results[systems[0]]) if compared else '-'} |",
-                    flush=True,
-                )
+
+    def cells(system: System, rows: list[dict[str, float]], results: Results) -> list[str]:
+        each = ", ".join(f"{r['worker_s_per_1k']:.3f}" for r in rows)
+        vs_bare = per_run_ratio(rows, results[bare], "worker_s_per_1k") if system != bare else "-"
+        compared = baseline and system.workers and system != systems[0]
+        return [
+            f"{median(rows, 'deliveries_per_s'):,.0f}",
+            cpu_cell(rows),
+            f"{median(rows, 'worker_s_per_1k'):.3f} ({each})",
+            f"{max(r['lost'] for r in rows):.0f}",
+            vs_bare,
+            per_run_ratio(rows, results[systems[0]], "worker_s_per_1k") if compared else "-",
+        ]
+
+    await interleaved_table("Warren worker CPU per delivery", COLUMNS, cells, systems, chosen, runs, scale)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,30 @@ from __future__ import annotations
 import shlex
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from warren.core.errors import WarrenError, describe
-from warren.loop import run_interruptible, run_on_best_loop
-from warren.topology.config import ConfigError, WarrenConfig, load_config
 
-__all__ = ["ConfigOption", "command_line", "console", "err_console", "fail", "json_option", "load", "run"]
+if TYPE_CHECKING:  # loaded when a command runs, not for its --help (pydantic and the catalog: about 0.15 s)
+    from rich.progress import Progress
+
+    from warren.topology.config import WarrenConfig
+
+__all__ = [
+    "ConfigOption",
+    "command_line",
+    "console",
+    "err_console",
+    "fail",
+    "json_option",
+    "load",
+    "progress_bar",
+    "run",
+]
 
 T = TypeVar("T")
 
@@ -44,6 +57,22 @@ def command_line(*words: str, config: Path | None = None) -> str:
     return shlex.join(["warren", *words, *(("--config", str(config)) if config is not None else ())])
 
 
+def progress_bar(label: str, *, transient: bool, disable: bool = False) -> Progress:
+    """A bar on stderr counting what a command has done (``label``: publishing, replaying), with the time taken;
+    ``transient`` clears it at the end."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=transient,
+        disable=disable,
+    )
+
+
 def json_option(option: str, text: str) -> Any:
     """A JSON option's value (``--data``), read as the ingest API reads a body: orjson (1,024 levels at most),
     duplicate keys refused. A usage error otherwise, never a traceback."""
@@ -68,6 +97,8 @@ def load(path: Path | None, *, signing: bool = False, api: bool = False, inbound
     ``load_config``): ``signing`` the worker (the endpoints' secrets), ``api`` warren api (its tokens),
     ``inbound`` warren receive (the inbound sources' secrets).
     """
+    from warren.topology.config import ConfigError, load_config
+
     try:
         return load_config(path, signing_secrets=signing, api_tokens=api, inbound_secrets=inbound)
     except ConfigError as exc:
@@ -82,6 +113,8 @@ def run(coroutine: Coroutine[Any, Any, T], *, service: bool = False) -> T:
     and Ctrl-C ends them within ``warren.loop.INTERRUPT_GRACE`` whatever a library does with the cancellation. A
     connection lost under a command is one line too.
     """
+    from warren.loop import run_interruptible, run_on_best_loop
+
     try:
         return run_on_best_loop(coroutine) if service else run_interruptible(coroutine)
     except WarrenError as exc:

@@ -144,3 +144,27 @@ async def test_flush_at_sends_a_full_batch_without_waiting_out_the_delay(amqp_ur
         assert await _unacked(queue, await check.channel()) == 2  # 0..3 acked by the batch, 4 and 5 returned
     finally:
         await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_settled_before_waits_for_every_earlier_delivery_whatever_order_they_finish_in(
+    amqp_url: str, prefix: str
+) -> None:
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        batcher = AckBatcher(max_delay=0.002, straggler_after=0.01)
+        _, delivered = await _tracked(channel, f"{prefix}.fenced", 5, batcher)
+        fence = delivered[3]
+        waiting = asyncio.ensure_future(batcher.settled_before(fence))
+        # Later deliveries and the fence itself do not count; the earlier ones finish out of order, one nacked
+        for message in (delivered[4], fence, delivered[2], delivered[0]):
+            await batcher.ack(message)
+        await asyncio.sleep(0)
+        assert not waiting.done() and not batcher.done_before(fence)  # delivery 1 is still being handled
+        await delivered[1].nack(requeue=False)
+        batcher.settled(delivered[1])
+        await asyncio.wait_for(waiting, 5)
+        assert batcher.done_before(fence) and batcher.done_before(delivered[0])
+    finally:
+        await connection.close()

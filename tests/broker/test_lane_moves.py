@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -107,24 +108,20 @@ async def test_a_dedicated_endpoint_demoted_live_takes_its_queue_its_retries_and
         assert names.endpoint_of_work_key(prefix, f"0.1.{names.work_queue(prefix, 'sinking')}") == "sinking"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 34): an event still waiting in a route partition when its lane endpoint is promoted "
-    "is routed after the routers learn the endpoint is dedicated, and was published before its bindings existed: "
-    "it reaches neither home. Needs a fence through the route partitions, like the ordered move's.",
-)
 async def test_events_waiting_in_the_routing_stage_when_their_lane_endpoint_is_promoted_still_reach_it(
     make_config: Callable[..., WarrenConfig],
 ) -> None:
     async with Receiver() as receiver:
         # Given a lane endpoint, and events for it published while no worker runs: they wait in the route partitions
-        config = make_config([], lanes={"count": 1})
+        config = make_config([], lanes={"count": 1, "promote_wait": "30s"})
         await declare(config)
         await apply_endpoint(config, endpoint(receiver, "rising", home="lane"))
         events = [Event(type="order.paid", data={"n": i}) for i in range(10)]
         await publish(config, events)
-        # When it is promoted to queues of its own before a router has taken them
-        await apply_endpoint(config, endpoint(receiver, "rising", home="dedicated"))
-        async with Worker(config):
-            # Then every one of them reaches it all the same
+        # When it is promoted to queues of its own before a router has taken them (a router starts meanwhile)
+        promotion = asyncio.ensure_future(apply_endpoint(config, endpoint(receiver, "rising", home="dedicated")))
+        async with Worker(config) as worker:
+            await promotion
+            # Then every one of them reaches it all the same, and it is served on its own queue now
             await receiver.wait_for(lambda r: r.ok_ids("/hook/rising") >= {e.id for e in events}, 15)
+            await wait_until(lambda: not isinstance(worker.runners.get("rising"), LaneRunner), 10, "re-served")

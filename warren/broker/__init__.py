@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import typing as _typing
 
-from warren.broker.amqp.connection import connect
-from warren.broker.events import Event
-from warren.broker.publisher import Publisher, PublishReport
+from warren.core.lazy import exports as _exports
 
 if _typing.TYPE_CHECKING:
+    from warren.broker.amqp.connection import connect
     from warren.broker.applier import SetupFailed, SetupReport, apply_setup
+    from warren.broker.events import Event
+    from warren.broker.publisher import Publisher, PublishReport
 
 __all__ = ["Event", "PublishReport", "Publisher", "SetupFailed", "SetupReport", "apply_setup", "connect"]
 
-_SETUP = ("SetupFailed", "SetupReport", "apply_setup")
-
-
-def __getattr__(name: str) -> _typing.Any:
-    # Setup (and through it the management API's HTTP client) loads on first use: a worker module that imports
-    # `warren` must not pull HTTP in.
-    if name in _SETUP:
-        from warren.broker import applier
-
-        return getattr(applier, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Each export loads on first use (warren.core.lazy): a worker module that imports `warren` must not pull HTTP in
+# (setup, through the management API's client), and `warren status --help` must not pull in aio-pika.
+__getattr__ = _exports(
+    __name__,
+    {
+        "connect": "warren.broker.amqp.connection",
+        "Event": "warren.broker.events",
+        "Publisher": "warren.broker.publisher",
+        "PublishReport": "warren.broker.publisher",
+        "SetupFailed": "warren.broker.applier",
+        "SetupReport": "warren.broker.applier",
+        "apply_setup": "warren.broker.applier",
+    },
+)

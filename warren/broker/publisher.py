@@ -20,6 +20,7 @@ from warren.broker.amqp.confirm import LinkLost, Nacked, Outgoing, one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import missing
 from warren.broker.events import Event, event_body, event_headers, event_properties
+from warren.broker.publish_deadline import DEFAULT_DEADLINE
 from warren.core.errors import EventError, PublishError, UnroutableError
 from warren.topology import names
 from warren.topology.catalog import Catalog
@@ -33,9 +34,6 @@ log = logging.getLogger("warren.publisher")
 _BATCH_TRACER: ContextVar[tuple[Tracer | None] | None] = ContextVar("warren_publish_batch_tracer", default=None)
 
 DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
-# Seconds an event that was not confirmed (a nack, a lost connection, a node failing over) keeps being sent again,
-# from its first send, before it is reported as not stored; the pause between sends doubles from RESEND_PAUSE.
-DEFAULT_DEADLINE = 30.0
 RESEND_PAUSE = 0.25
 RESEND_PAUSE_MAX = 2.0
 

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from warren.api.server import serve
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
-from warren.tracing.sdk import process_tracing
 
 
 def api(
@@ -20,6 +18,9 @@ def api(
     ] = None,
 ) -> None:
     """Accept events over HTTP and publish them to RabbitMQ; 202 only once RabbitMQ confirmed them."""
+    from warren.api.server import serve  # here: `warren api --help` need not import aiohttp, SQLAlchemy
+    from warren.tracing.sdk import process_tracing
+
     cfg = load(config, api=True)
     if not cfg.api.tokens:
         fail("api.tokens is empty: configure at least one bearer token (literal or 'env:NAME')", EXIT_USAGE)

@@ -17,11 +17,11 @@ from rich.markup import escape
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
 from warren.core.moments import iso_utc
 from warren.core.visible import visible
-from warren.topology.config import StoreSettings
 
-if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
+if TYPE_CHECKING:  # the store's libraries and the configuration load when the command runs, not for --help
     from warren.store.attempt_records import AttemptEntry
     from warren.store.attempts import AttemptPage
+    from warren.topology.config import StoreSettings
 
 __all__ = ["register"]
 

@@ -9,28 +9,24 @@ on every running worker at once (docs/health.md).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from warren.broker.dlq import parse_moment, recover
-from warren.broker.dlq.recover import shared_lanes
-from warren.broker.endpoint_state.admin import AdminError, change_admin, open_connection, read_views, waiting
-from warren.broker.endpoint_state.operator_events import iso
-from warren.broker.endpoint_state.records import CLOSED, EndpointView, StateRecord, summary
-from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
-from warren.commands.endpoint_names import with_endpoint
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, err_console, fail, load, run
 from warren.core.errors import WarrenError
+from warren.core.moments import iso_utc as iso
 from warren.core.redact import HIDDEN, redact_url
-from warren.topology.config import WarrenConfig
-from warren.topology.endpoint_headers import hidden_json
+
+if TYPE_CHECKING:  # the endpoint states (aio-pika, pydantic) and the configuration load to run, not for --help
+    from warren.broker.endpoint_state.admin import AdminError
+    from warren.broker.endpoint_state.records import EndpointView, StateRecord
+    from warren.topology.config import WarrenConfig
 
 __all__ = ["register"]
 
@@ -78,6 +74,8 @@ def _record(record: StateRecord | None) -> dict[str, Any] | None:
 
 
 def _row(name: str, view: EndpointView, now: float, parked: int | None, managed: str) -> dict[str, Any]:
+    from warren.broker.endpoint_state.records import summary
+
     state, reason, since = summary(view, now)
     return {
         "endpoint": name,
@@ -94,6 +92,8 @@ def _load(config: ConfigOption) -> WarrenConfig:
     settings = load(config)
     if settings.store.url is None:
         return settings
+
+    import asyncio  # here: `warren --help` need not import asyncio
 
     from warren.api.admin.service import open_service
 
@@ -114,6 +114,10 @@ def _load(config: ConfigOption) -> WarrenConfig:
 def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Every endpoint, the file's and the live ones (managed by: file or api): its state, why, since when,
     and how many messages wait for it."""
+    from warren.broker.endpoint_state.admin import open_connection, read_views, waiting
+    from warren.broker.endpoint_state.records import summary
+    from warren.broker.live_set import announced_endpoints, managed_by, with_live_endpoints
+
     file_config = load(config)
     settings = _load(config)
 
@@ -156,6 +160,12 @@ def list_endpoints(config: ConfigOption = None, as_json: JsonOption = False) -> 
 @endpoint_app.command("show")
 def show(name: NameArgument, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """One endpoint in detail: admin state, circuit (failed probes, next probe), throttle, limits, queue."""
+    from warren.broker.endpoint_state.admin import open_connection, read_views, waiting
+    from warren.broker.endpoint_state.records import CLOSED, summary
+    from warren.broker.live_set import managed_by
+    from warren.commands.endpoint_names import with_endpoint
+    from warren.topology.endpoint_headers import hidden_json
+
     settings = with_endpoint(_load(config), name)
 
     async def gather() -> tuple[EndpointView, int | None]:
@@ -219,6 +229,9 @@ def say(text: str) -> None:
 
 
 def _change(action: str, name: str, config: ConfigOption, reason: str | None) -> None:
+    from warren.broker.endpoint_state.admin import AdminError, change_admin, open_connection
+    from warren.commands.endpoint_names import with_endpoint
+
     settings = with_endpoint(_load(config), name)
 
     async def apply() -> bool | AdminError:
@@ -284,6 +297,11 @@ def recover_failed(
     Each is published to the endpoint again, confirmed, then removed from the DLQ; older ones stay. The admin
     API's POST /v1/endpoints/NAME/recover?since=... does the same.
     """
+    from warren.broker.dlq import parse_moment, recover
+    from warren.broker.dlq.recover import shared_lanes
+    from warren.broker.endpoint_state.admin import open_connection
+    from warren.commands.endpoint_names import with_endpoint
+
     settings = with_endpoint(_load(config), name)
     try:
         since_ms = parse_moment(since, datetime.now(UTC))

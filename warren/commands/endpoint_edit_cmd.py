@@ -15,11 +15,11 @@ import typer
 from rich.markup import escape
 
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, json_option, load, run
-from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
 
 if TYPE_CHECKING:  # the store's libraries load when a command runs, not with the CLI
     from warren.api.admin.service import EndpointService
+    from warren.topology.config import WarrenConfig
     from warren.topology.signing_keys import Scheme
 
 __all__ = ["register"]

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
-from warren.receiving.errors import HandlerError
-from warren.receiving.handlers import import_from_working_directory, load_handler
-from warren.receiving.running import run_inbox, serve_receiver
-from warren.topology.config import WarrenConfig
+
+if TYPE_CHECKING:  # the configuration (pydantic) and the receiving toolkit load when a command runs, not for --help
+    from warren.topology.config import WarrenConfig
 
 _LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -30,6 +29,8 @@ def receive(
     ] = None,
 ) -> None:
     """Serve the configured inbound sources: verify each webhook, queue it in RabbitMQ, answer 202."""
+    from warren.receiving.running import serve_receiver
+
     cfg = load(config, inbound=True)
     _require_sources(cfg)
     logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)
@@ -52,6 +53,10 @@ def inbox(
     ] = None,
 ) -> None:
     """Consume the inbound queues: call each source's handler once per event, retry failures, DLQ the rest."""
+    from warren.receiving.errors import HandlerError
+    from warren.receiving.handlers import import_from_working_directory, load_handler
+    from warren.receiving.running import run_inbox
+
     cfg = load(config)
     _require_sources(cfg)
     logging.basicConfig(level=logging.INFO, format=_LOG_FORMAT)

@@ -17,10 +17,10 @@ from rich.markup import escape
 
 from warren.common import EXIT_USAGE, ConfigOption, console, fail, load, run
 from warren.core.moments import iso_utc
-from warren.topology.config import StoreSettings
 
-if TYPE_CHECKING:  # the store's libraries load when the command runs, not with the CLI
+if TYPE_CHECKING:  # the store's libraries and the configuration load when the command runs, not for --help
     from warren.store.api_keys import ApiKey, ApiKeyStore
+    from warren.topology.config import StoreSettings
 
 __all__ = ["register"]
 

@@ -5,33 +5,33 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warren.broker.amqp.connection import connect
-from warren.broker.event_lines import BadLine, aread_event_lines, event_from_fields
-from warren.broker.events import Event
-from warren.broker.publisher import DEFAULT_DEADLINE, Publisher
-from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, json_option, load, run
-from warren.core.deadlines import stop_if_cancelled
+from warren.broker.publish_deadline import DEFAULT_DEADLINE
+from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, json_option, load, progress_bar, run
 from warren.core.errors import EventError, PublishError
-from warren.core.line_stream import stream_lines
-from warren.topology.config import WarrenConfig
-from warren.tracing.carry import attached, environment_context
-from warren.tracing.sdk import process_tracing
+
+if TYPE_CHECKING:  # the publisher (aio-pika, OpenTelemetry) and the configuration load to publish, not for --help
+    from warren.broker.events import Event
+    from warren.topology.config import WarrenConfig
 
 T = TypeVar("T")
 
 
 async def _in_callers_trace(work: Coroutine[Any, Any, T]) -> T:
     """``work`` in the trace of the process that started this one, when it set ``TRACEPARENT`` (docs/tracing.md)."""
+    from warren.tracing.carry import attached, environment_context
+
     with attached(environment_context()):
         return await work
 
 
 async def _publish_one(config: WarrenConfig, event: Event, deadline: float) -> None:
+    from warren.broker.amqp.connection import connect
+    from warren.broker.publisher import Publisher
+
     connection = await connect(config.broker.urls, name="warren-publish")
     try:
         publisher = await Publisher.open(
@@ -45,6 +45,12 @@ async def _publish_one(config: WarrenConfig, event: Event, deadline: float) -> N
 
 
 async def _publish_file(config: WarrenConfig, source: str, deadline: float) -> int:
+    from warren.broker.amqp.connection import connect
+    from warren.broker.event_lines import BadLine, aread_event_lines
+    from warren.broker.publisher import Publisher
+    from warren.core.deadlines import stop_if_cancelled
+    from warren.core.line_stream import stream_lines
+
     # Read by a thread (warren/core/line_stream.py): a line on a live pipe is published as soon as it arrives.
     stream = sys.stdin.buffer if source == "-" else Path(source).open("rb")  # noqa: SIM115, ASYNC230
     bad: list[BadLine] = []
@@ -55,14 +61,7 @@ async def _publish_file(config: WarrenConfig, source: str, deadline: float) -> i
         publisher = await Publisher.open(
             connection, config.broker.prefix, max_payload=config.delivery.max_payload, catalog=config.event_catalog()
         )
-        with Progress(
-            TextColumn("publishing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=False,
-        ) as progress:
+        with progress_bar("publishing", transient=False) as progress:
             task = progress.add_task("publish", total=None)
 
             async def events() -> AsyncIterator[Event]:
@@ -120,6 +119,9 @@ def publish(
     ] = DEFAULT_DEADLINE,
 ) -> None:
     """Publish events (for a tenant with --tenant); each is confirmed by RabbitMQ or reported."""
+    from warren.broker.event_lines import event_from_fields
+    from warren.tracing.sdk import process_tracing
+
     cfg = load(config)
     if file is not None:
         if event_type or data or event_id or key or sequence is not None or tenant is not None:

@@ -9,14 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from warren.broker.applier import SetupFailed, SetupReport, apply_setup, counts
-from warren.broker.migration import PolicyCheck
-from warren.broker.prune import LeftoverOutcome
 from warren.common import EXIT_USAGE, ConfigOption, command_line, console, fail, load, run
-from warren.topology.config import WarrenConfig
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the applier (aio-pika, the management API's aiohttp) loads to set up, not for --help
+    from warren.broker.applier import SetupFailed, SetupReport
+    from warren.broker.migration import PolicyCheck
+    from warren.broker.prune import LeftoverOutcome
     from warren.store.repository import Reconciled
+    from warren.topology.config import WarrenConfig
 
 __all__ = ["register", "render_reconciled", "render_report"]
 
@@ -34,6 +34,8 @@ _ACTION_STYLE = {
 
 
 def _summary_table(report: SetupReport) -> Table:
+    from warren.broker.applier import counts
+
     created = "would create" if report.dry_run or not report.ok else "created"
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("")
@@ -137,6 +139,8 @@ def render_report(report: SetupReport, config: Path | None = None, options: tupl
 async def _setup(
     settings: WarrenConfig, dry_run: bool, prune: bool, force: bool, check_capacity: bool
 ) -> SetupReport | SetupFailed:
+    from warren.broker.applier import SetupFailed, apply_setup
+
     try:
         return await apply_setup(
             settings, dry_run=dry_run, prune_leftovers=prune, force=force, check_capacity=check_capacity
@@ -191,6 +195,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Declare the topology on RabbitMQ: idempotent, all or nothing, and explicit about drift."""
+        from warren.broker.applier import SetupFailed
+
         settings = load(config)
         if force and not prune:
             fail("--force only applies with --prune", EXIT_USAGE)

@@ -2,44 +2,32 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from aio_pika.abc import AbstractConnection
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect_once, link_lost
-from warren.broker.dlq.letters import format_ms
-from warren.broker.endpoint_state.admin import read_circuit_states
-from warren.broker.live_set import announced_endpoints, read_live_endpoints, with_live_endpoints
-from warren.broker.management import ManagementClient
-from warren.broker.status import (
-    ORDERED_LANE_ROLE,
-    RATE_WINDOW,
-    ROUTE_DLQ_ROLE,
-    ROUTE_PARTITION_ROLE,
-    EndpointStatus,
-    Status,
-    collect_status,
-)
 from warren.common import EXIT_USAGE, ConfigOption, console, err_console, fail, load, run
-from warren.core.deadlines import stop_if_cancelled
 from warren.core.errors import BrokerUnavailable, WarrenError
-from warren.topology.config import WarrenConfig
 from warren.topology.durations import parse_duration
+
+if TYPE_CHECKING:  # reading the status (aio-pika, the management API's aiohttp, the configuration) loads to run
+    from aio_pika.abc import AbstractConnection
+
+    from warren.broker.status import EndpointStatus, Status
+    from warren.topology.config import WarrenConfig
 
 __all__ = ["register", "render_status"]
 
 SOURCES = (
     "ready, consumers, retries and dead letters: exact (AMQP, at this instant); "
-    f"unacked and rates: management API samples (a few seconds old; rates averaged over {RATE_WINDOW}s)"
+    "unacked and rates: management API samples (a few seconds old; rates averaged over {window}s)"
 )
 
 
@@ -110,6 +98,8 @@ def _delay_view(status: Status) -> RenderableType:
 def _routing_view(status: Status) -> RenderableType:
     """The lanes' routing stage: events waiting in its partitions to be fanned out, those it gave up on (its DLQ),
     and what waits in the ordered lanes; a queue that does not exist is named with the fix."""
+    from warren.broker.status import ORDERED_LANE_ROLE, ROUTE_DLQ_ROLE, ROUTE_PARTITION_ROLE
+
     groups = (
         ([q for q in status.routing if q.role.startswith(ROUTE_PARTITION_ROLE)], "events waiting"),
         ([q for q in status.routing if q.role == ROUTE_DLQ_ROLE], "dead letters"),
@@ -126,6 +116,9 @@ def _routing_view(status: Status) -> RenderableType:
 
 
 def render_status(status: Status) -> RenderableType:
+    from warren.broker.dlq.letters import format_ms
+    from warren.broker.status import RATE_WINDOW
+
     head = Text(
         f"Warren status · vhost {status.vhost!r} · prefix {status.prefix!r} · {format_ms(status.taken_at_ms)}",
         "bold",
@@ -137,7 +130,7 @@ def render_status(status: Status) -> RenderableType:
     if status.routing:
         parts += [_routing_view(status), Text()]
     parts += [_delay_view(status), Text()]
-    note = SOURCES
+    note = SOURCES.format(window=RATE_WINDOW)
     if status.management_error:
         note += f"\n{NOT_KNOWN}: unacked counts and rates unavailable: {status.management_error}"
     parts.append(Text(note, "dim"))
@@ -146,6 +139,8 @@ def render_status(status: Status) -> RenderableType:
 
 async def _states(connection: AbstractConnection, config: WarrenConfig) -> dict[str, str]:
     """Each endpoint's health as the fleet's state stream holds it; none (shown n/a) when it cannot be read."""
+    from warren.broker.endpoint_state.admin import read_circuit_states
+
     try:
         return await read_circuit_states(connection, config)
     except WarrenError:
@@ -154,6 +149,11 @@ async def _states(connection: AbstractConnection, config: WarrenConfig) -> dict[
 
 async def _snapshot(config: WarrenConfig, endpoints: list[str] | None) -> Status:
     """The file's endpoints and the live ones (the endpoints stream: those created through the admin API)."""
+    from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, connect_once, link_lost
+    from warren.broker.live_set import announced_endpoints, with_live_endpoints
+    from warren.broker.management import ManagementClient
+    from warren.broker.status import collect_status
+
     connection = await connect_once(config.broker.urls, name="warren-status")
     try:
         live = await announced_endpoints(connection, config.broker.prefix)
@@ -185,6 +185,11 @@ async def _round(config: WarrenConfig, endpoints: list[str] | None) -> Status | 
 
 async def _watch(config: WarrenConfig, endpoints: list[str] | None, interval: float, as_json: bool) -> None:
     # Each round asks whether Ctrl-C came: a library may lose its CancelledError (warren/deadlines.py).
+    import asyncio  # here: `warren --help` need not import asyncio
+
+    from warren.broker.status import Status
+    from warren.core.deadlines import stop_if_cancelled
+
     retrying = f"(trying again every {interval:g}s)"
     if as_json:
         while True:  # one JSON document per line on stdout, until interrupted; a failed refresh on stderr
@@ -222,6 +227,8 @@ def status(
     names = [n.strip() for n in endpoints.split(",") if n.strip()] if endpoints else None
     unknown = [n for n in names or () if n not in {e.name for e in cfg.endpoints}]
     if unknown:  # not in the file: live ones, perhaps (read from RabbitMQ only then)
+        from warren.broker.live_set import read_live_endpoints
+
         live = run(read_live_endpoints(cfg))
         unknown = [n for n in unknown if n not in live]
     if unknown:

@@ -3,22 +3,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from warren.broker.live_set import read_live_endpoints, with_live_endpoints
 from warren.common import ConfigOption, console, err_console, fail, load
 from warren.core.errors import WarrenError
-from warren.topology.config import Endpoint, WarrenConfig
-from warren.topology.definitions import definitions
-from warren.topology.planner import plan_topology
-from warren.topology.render import plan_tree, render_text
+
+if TYPE_CHECKING:  # the configuration's models (pydantic) load with the configuration, not for --help
+    from warren.topology.config import Endpoint, WarrenConfig
 
 __all__ = ["register"]
 
@@ -34,6 +31,10 @@ topology_app = typer.Typer(
 def _with_live(settings: WarrenConfig) -> tuple[WarrenConfig, list[str]]:
     """The configuration with the live endpoints the endpoints stream holds, and their names; the file's alone
     (and a warning) when RabbitMQ cannot be read."""
+    import asyncio  # here: `warren --help` need not import asyncio
+
+    from warren.broker.live_set import read_live_endpoints, with_live_endpoints
+
     try:
         live = asyncio.run(read_live_endpoints(settings))
     except WarrenError as exc:
@@ -64,6 +65,9 @@ def show(
     ] = False,
 ) -> None:
     """Print the plan as a tree: events exchange, endpoints and their queues, delay chain, dead letters."""
+    from warren.topology.planner import plan_topology
+    from warren.topology.render import plan_tree, render_text
+
     settings = load(config)
     live_names: list[str] = []
     if live:
@@ -93,6 +97,9 @@ def export(
     ] = None,
 ) -> None:
     """Write the plan as definitions JSON for `rabbitmqctl import_definitions` or the management UI."""
+    from warren.topology.definitions import definitions
+    from warren.topology.planner import plan_topology
+
     settings = load(config)
     document = definitions(plan_topology(settings), vhost or settings.broker.vhost)
     text = json.dumps(document, indent=2) + "\n"

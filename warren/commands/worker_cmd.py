@@ -7,10 +7,7 @@ from typing import Annotated
 import typer
 
 from warren.common import EXIT_USAGE, ConfigOption, fail, load, run
-from warren.consumers.attempt_log import configure_logging
-from warren.consumers.worker import Worker
 from warren.core.errors import WarrenError
-from warren.tracing.sdk import process_tracing
 
 
 def worker(
@@ -29,6 +26,11 @@ def worker(
     WARREN_STORE_KEY in its environment). Without a key that opens them it logs an error for each live
     endpoint, leaves its events queued, and serves the rest.
     """
+    # Here, not above: `warren worker --help` need not import aio-pika, aiohttp and OpenTelemetry.
+    from warren.consumers.attempt_log import configure_logging
+    from warren.consumers.worker import Worker
+    from warren.tracing.sdk import process_tracing
+
     cfg = load(config, signing=True)
     if log_format not in (None, "text", "json"):
         fail("--log-format is text or json", EXIT_USAGE)

@@ -161,6 +161,22 @@ class PartitionLanes:
                 await within(self._returning.wait(), seconds)
         return self.returning
 
+    async def settled_before(self, message: AbstractIncomingMessage) -> bool:
+        """Wait until every delivery that arrived before ``message`` is settled, whichever key's lane (or detached
+        handling) has it: True then; False as soon as the partition is being handed back (stop waiting: what is
+        unsettled, ``message`` with it, returns to the head in order)."""
+        if self.returning:
+            return False
+        settled = asyncio.ensure_future(self.acks.settled_before(message))
+        returning = asyncio.ensure_future(self._returning.wait())
+        try:
+            await asyncio.wait((settled, returning), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (settled, returning):
+                task.cancel()
+            await asyncio.gather(settled, returning, return_exceptions=True)
+        return not self.returning
+
     def hand_back(self) -> None:
         """Give the whole partition back: no new starts; the channel closes once no lane is running."""
         if not self.returning:

@@ -56,6 +56,7 @@ from warren.consumers.route_attempts import (
     route_retry_headers,
     route_state,
 )
+from warren.consumers.route_fences import answer_fence, fence_id
 from warren.consumers.route_migration import RouteMigration
 from warren.core.errors import PublishError, UnroutableError, describe
 from warren.topology import names
@@ -122,6 +123,9 @@ class LaneRouter:
             key=_route_key,
             apart=self._apart,
         )
+        # The endpoint served here with queues of its own under that name, if any (LaneStage sets it): a copy owed
+        # to it since it was a lane endpoint goes there (an event sent round before its promotion).
+        self.elsewhere: Callable[[str], Endpoint | None] = lambda name: None
         self.inline: InlineDeliveries | None = None  # first attempts made here, no lane copy (LaneStage sets it)
         # Set while the index is current (the worker gives it its live follower's, LiveEndpoints.current): an
         # event routed with an index that may lack a new endpoint would be acked as wanted by nobody, so events
@@ -140,8 +144,8 @@ class LaneRouter:
         """An event's routing to run at once apart from its key's lane (its delivery's task runs it: no lane, no
         task of its own), when the index is current and no subscriber of it is ordered; None: it takes its
         key's turn (``_on_event``). Filters are applied only once the event is let go apart, so that an event
-        sent to its lane is not counted ``filtered`` twice."""
-        if not self.index_current.is_set():
+        sent to its lane is not counted ``filtered`` twice. A promotion's fence takes its turn (``_on_event``)."""
+        if not self.index_current.is_set() or fence_id(message) is not None:
             return None
         headers, state, targets = self._subscribers(message)
         if any(e.ordering == "key" for e in targets):
@@ -157,6 +161,9 @@ class LaneRouter:
         targets = self.index.subscribers(state.tenant, state.event_type)
         if state.owed is not None:
             targets = [e for e in targets if e.name in state.owed]
+        if state.owed:  # owed since its lane time by an endpoint promoted since: to its own queues (_store)
+            gone = sorted(state.owed.difference(e.name for e in targets))
+            targets += [e for e in map(self.elsewhere, gone) if e is not None]
         return headers, state, targets
 
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
@@ -164,7 +171,13 @@ class LaneRouter:
         or it has an ordered subscriber). An event with no ordered subscriber is routed apart from its key
         (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
         delivery to a slow endpoint (up to its timeout) would otherwise hold every later event of its key,
-        whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe."""
+        whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe.
+        A promotion's fence is no event: answered once what came before it is routed (route_fences.py)."""
+        if (fence := fence_id(message)) is not None:
+            assert self._publisher is not None
+            lanes, partition = self.partitions.lanes_of(message), self.partitions.partition_of(message)
+            await answer_fence(message, fence, lanes, partition, self._publisher)
+            return
         await self.index_current.wait()
         headers, state, targets = self._subscribers(message)
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
@@ -242,6 +255,11 @@ class LaneRouter:
         not): an ordered endpoint's into its key's ordered lane."""
         assert self._publisher is not None
         headers = {**copy, wire.H_ENDPOINT: endpoint.name}
+        if endpoint.home != "lane":  # an owed copy following the endpoint to its own queues, as its lane's copies do
+            what = f"event {message.message_id} owed to endpoint {endpoint.name}, promoted"
+            exchange = names.endpoint_exchange(self.prefix, endpoint.name)
+            await self._publisher.publish(exchange, wire.onward(message, headers), message.routing_key or "", what=what)
+            return
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
         else:

@@ -24,7 +24,7 @@ from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_inline import InlineDeliveries
 from warren.consumers.lane_router import LaneRouter
 from warren.consumers.lane_runners import Runners
-from warren.consumers.lanes import LaneConsumer, LaneRunner
+from warren.consumers.lanes import LaneConsumer, LaneRunner, SharedHomeRunner
 from warren.consumers.ordered_lanes import OrderedLaneRunner, OrderedLanes
 from warren.consumers.ordered_parks import OrderedParks
 from warren.consumers.partition_claims import PartitionClaims
@@ -80,12 +80,19 @@ class LaneStage:
             ),
             PartitionClaims(urls, self.router.partitions, interval, roster=names.route_roster(prefix), label="route"),
         )
+        self.router.elsewhere = self._served_dedicated
         if lanes.inline:  # the first attempt made by the router, without a lane copy (lane_inline.py)
             self.router.inline = InlineDeliveries(runners, lanes.route_prefetch)
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None
         self._transport: Transport | None = None
+
+    def _served_dedicated(self, name: str) -> Endpoint | None:
+        """``name``'s endpoint when this worker serves it on queues of its own (a copy owed to it from its lane time
+        goes there: LaneRouter.elsewhere)."""
+        runner = dict.get(self.runners, name)  # never builds a deferred lane runner (Runners.get would)
+        return None if runner is None or isinstance(runner, SharedHomeRunner) else runner.endpoint
 
     def runner(self, endpoint: Endpoint, delay_levels: int, transport: Transport) -> LaneRunner | OrderedLaneRunner:
         """The runner of lane endpoint ``endpoint`` (not yet routed to: ``add`` it once it is in the worker's map)."""

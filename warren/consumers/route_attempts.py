@@ -12,6 +12,9 @@ every other lane endpoint's copy on each attempt. One exception: when RabbitMQ *
 missing), every copy of that attempt is owed again. The copies of one event share its ``message_id`` (the
 ``webhook-id``), and aiormq matches a return to a publish by that id: it may report a return on another copy,
 or, once that copy's answer is in, not at all. So a return says only that some copy of the event failed.
+The names are written even when every copy failed: an endpoint owed a copy and promoted to queues of its own
+before the event comes round (its bindings did not exist when it was published) is still owed it, and the
+router finds it by that name (``LaneRouter.elsewhere``); only more than ``OWED_MAX`` names owe every subscriber.
 
 Since the delay chain's routing key replaces the one the event was published with, the event's type and
 tenant travel in ``warren-route-type`` and ``warren-route-tenant``; they are read only from an event that did
@@ -100,8 +103,6 @@ def owed_after(
     """Who is still owed after an attempt to ``targets`` in which ``failed`` copies failed (``returned``: one of
     them was returned, so which ones is not known: every target). None: every subscriber, as for a new event."""
     owed = frozenset(targets if returned else failed)
-    if previous is None and owed == frozenset(targets):
-        return None
     if len(owed) > OWED_MAX:
         return None  # more duplicates, never a loss
     return owed

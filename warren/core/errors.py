@@ -15,7 +15,8 @@ WarrenError
 ├── TopologyError            the broker's objects differ from the plan, one is missing, or a plugin is
 │   └── SetupFailed          (broker.applier) ``warren setup`` cannot apply the plan; carries its report
 ├── LiveApplyError           a live endpoint change cannot be applied to RabbitMQ as asked
-│   └── EndpointNotEmpty     the endpoint's queues hold messages: removing or re-laying them out is refused
+│   ├── EndpointNotEmpty     the endpoint's queues hold messages: removing or re-laying them out is refused
+│   └── RoutingUnconfirmed   a promotion's fence: the routing stage did not confirm in time (apply again)
 ├── SecretsUnavailable       (broker.endpoint_records) a live record's secrets cannot be opened here; a ValueError
 ├── ManagementError          the management HTTP API refused or failed a request
 ├── ReplayError              (broker.dlq) a DLQ replay stopped: shovel failed, timed out, or a move was refused
@@ -53,6 +54,7 @@ __all__ = [
     "ManagementError",
     "PublishError",
     "ReplayError",
+    "RoutingUnconfirmed",
     "TopologyError",
     "UnroutableError",
     "WarrenError",
@@ -98,6 +100,16 @@ class EndpointNotEmpty(LiveApplyError):
     def __init__(self, message: str, queues: dict[str, int]) -> None:
         super().__init__(message)
         self.queues = queues
+
+
+class RoutingUnconfirmed(LiveApplyError):
+    """A lane endpoint's promotion was undone: the routing stage did not confirm, within ``[lanes] promote_wait``,
+    that every event it held for the endpoint was routed (warren/broker/partition_fence.py). ``missing``: the route
+    partitions that did not answer."""
+
+    def __init__(self, message: str, missing: list[str]) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class ManagementError(WarrenError):

@@ -9,20 +9,22 @@ accepted, and the answer says so. ``[catalog] on_invalid`` says what a schema vi
 naming the first error's path) or ``warn`` (accepted, logged and counted).
 
 Pure: the models, the check and the exports (JSON Schema, AsyncAPI 3.0); schemas are checked with
-``jsonschema`` (Draft 2020-12), each compiled once.
+``jsonschema`` (Draft 2020-12), each compiled once; jsonschema is imported with the first schema, so that a
+configuration without one (and a command's --help) does not load it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import Field, JsonValue, field_validator
 
 from warren.topology.config_fields import _Frozen
+
+if TYPE_CHECKING:  # jsonschema loads with the first schema (a third of the configuration's import time)
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "ENVELOPE_SCHEMA",
@@ -73,6 +75,9 @@ class EventTypeSpec(_Frozen):
     @classmethod
     def _valid_schema(cls, value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
         if value is not None:
+            from jsonschema import Draft202012Validator
+            from jsonschema.exceptions import SchemaError
+
             try:
                 Draft202012Validator.check_schema(value)
             except SchemaError as exc:
@@ -119,6 +124,8 @@ class Catalog:
         key = (spec.name, spec.version)
         validator = self._validators.get(key)
         if validator is None:
+            from jsonschema import Draft202012Validator
+
             validator = self._validators[key] = Draft202012Validator(spec.json_schema)
         error = next(iter(sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))), None)
         if error is None:

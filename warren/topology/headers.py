@@ -35,6 +35,7 @@ __all__ = [
     "H_REPLAYED",
     "H_REQUEST_HEADERS",
     "H_ROUTE_ATTEMPT",
+    "H_ROUTE_FENCE",
     "H_ROUTE_OWED",
     "H_ROUTE_TENANT",
     "H_ROUTE_TYPE",
@@ -69,6 +70,7 @@ H_ROUTE_ATTEMPT = "warren-route-attempt"  # routing attempts already made; never
 H_ROUTE_OWED = "warren-route-owed"  # lane endpoints whose copies are still owed, comma-separated; absent: all
 H_ROUTE_TYPE = "warren-route-type"  # the event type it was published with (the delay chain's key replaces it)
 H_ROUTE_TENANT = "warren-route-tenant"  # and its tenant, when it was published for one
+H_ROUTE_FENCE = "warren-route-fence"  # a promotion's fence through a route partition, never an event (its id)
 H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"

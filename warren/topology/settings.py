@@ -308,6 +308,12 @@ class LaneSettings(_Frozen):
         le=60,
         description="seconds a live lane endpoint's create waits for every running router to have it in its index",
     )
+    promote_wait: Duration = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="seconds a lane endpoint's promotion waits for the routing stage to route what it held before",
+    )
     # An event whose copies could not all be stored is routed again (warren/consumers/route_attempts.py): through
     # the delay chain after route_retry_delay, doubling each time (at most a minute), and to {prefix}.route.dlq
     # once route_attempts attempts failed. Warren counts them in a header, never spending a delivery limit.

@@ -12,7 +12,7 @@ import pytest
 from tests.api.ingest.conftest import TOKEN, ApiServer, start_api
 from tests.support.store import store_postgres, store_url
 from warren.broker.live_apply import Removal
-from warren.core.errors import WarrenError
+from warren.core.errors import RoutingUnconfirmed, WarrenError
 from warren.topology.config import Endpoint, WarrenConfig
 
 __all__ = ["start_api", "store_postgres", "store_url"]
@@ -29,9 +29,17 @@ class StandInApplier:
     removed: list[tuple[str, bool]] = field(default_factory=list)
     holding: set[str] = field(default_factory=set)
     pauses: list[float] = field(default_factory=list)  # seconds the next applies take to return, once applied
+    promotions: list[bool] = field(default_factory=list)  # each apply's ``promoting``
+    unconfirmed: int = 0  # the next applies of a promotion refused as the routing stage unconfirmed
 
-    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint, *, connection: object = None) -> None:
+    async def apply_endpoint(
+        self, settings: WarrenConfig, endpoint: Endpoint, *, connection: object = None, promoting: bool = False
+    ) -> None:
         assert settings.endpoint(endpoint.name) == endpoint
+        self.promotions.append(promoting)
+        if promoting and self.unconfirmed:
+            self.unconfirmed -= 1
+            raise RoutingUnconfirmed(f"endpoint {endpoint.name!r} not promoted: apply it again", ["p.route.p0"])
         self.applied.append(endpoint)
         if self.pauses:
             await asyncio.sleep(self.pauses.pop(0))

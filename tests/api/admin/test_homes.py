@@ -11,6 +11,7 @@ import pytest
 
 from tests.api.admin.conftest import ADMIN_TOKEN, AdminServer
 from tests.api.ingest.conftest import TOKEN, ApiServer
+from tests.broker.test_lanes_live import publish
 from tests.conftest import TEST_STORE_KEY
 from tests.support.cli import warren
 from tests.support.health import wait_until
@@ -18,6 +19,7 @@ from tests.support.processes import write_config
 from tests.support.receiver import Receiver
 from tests.support.setup_helpers import prefix_state
 from warren.api.admin.homes import home_after_update, ordered_move, with_home
+from warren.broker.events import Event
 from warren.broker.management import ManagementClient
 from warren.consumers.worker import Worker
 from warren.topology.config import WarrenConfig
@@ -82,6 +84,26 @@ async def test_with_lanes_on_an_endpoint_created_without_a_home_is_a_lane_endpoi
     # And null asks for the default, which it has
     again = await admin.call("PATCH", "/v1/endpoints/tail", {"home": None})
     assert (again.status, again.body["home"], admin.applier.applied[-1].home) == (200, "lane", "lane")
+
+
+async def test_a_promotion_the_routing_stage_did_not_confirm_is_a_503_and_changes_nothing(start_admin: Start) -> None:
+    # Given a lane endpoint
+    admin = await start_admin(lanes={"count": 2})
+    created = await admin.call("POST", "/v1/endpoints", spec("rising"))
+    assert (created.status, created.body["home"]) == (201, "lane"), created.body
+    # When it is promoted and the routing stage does not confirm in time
+    admin.applier.unconfirmed = 1
+    refused = await admin.call("PATCH", "/v1/endpoints/rising", {"home": "dedicated"})
+    # Then the answer says so, to be tried again, and the endpoint stays a lane endpoint
+    assert (refused.status, refused.body["error"]) == (503, "routing_unconfirmed"), refused.body
+    assert "apply it again" in refused.body["message"]
+    assert (await admin.call("GET", "/v1/endpoints/rising")).body["home"] == "lane"
+    # And asked again once routers confirm, it moves; only a move from a lane was applied as a promotion
+    moved = await admin.call("PATCH", "/v1/endpoints/rising", {"home": "dedicated"})
+    assert (moved.status, moved.body["home"]) == (200, "dedicated"), moved.body
+    touched = await admin.call("PATCH", "/v1/endpoints/rising", {"url": "http://127.0.0.1:9/v2"})
+    assert touched.status == 200
+    assert admin.applier.promotions == [False, True, True, False]
 
 
 async def test_the_default_home_is_configurable_and_dedicated_without_lanes(start_admin: Start) -> None:
@@ -162,3 +184,25 @@ async def test_an_endpoint_created_without_a_home_owns_nothing_on_the_broker_and
 def _durable(bindings: set[tuple[str, str, str, str]]) -> set[tuple[str, str, str, str]]:
     """The bindings of Warren's declared objects: not those of a connection's server-named queue (amq.gen-...)."""
     return {b for b in bindings if not b[1].startswith("amq.gen-")}
+
+
+@pytest.mark.timeout(180)  # CLI processes: slow on a loaded machine
+async def test_the_cli_refuses_a_promotion_the_routing_stage_did_not_confirm_and_the_endpoint_stays_on_its_lane(
+    start_admin: Start, tmp_path: Path
+) -> None:
+    # Given a lane endpoint with events waiting for it in the routing stage, and no worker routing
+    lanes = {"count": 1, "route_partitions": 1, "promote_wait": "300ms"}
+    admin = await start_admin(lanes=lanes, store={"keys": [TEST_STORE_KEY]})
+    path = str(write_config(tmp_path, admin.config))  # the API declared the topology
+    created = await warren(
+        "endpoint", "create", "rising", "--url", "http://127.0.0.1:9/r", "-e", "order.*", "--home", "lane",
+        "--config", path,
+    )  # fmt: skip
+    assert created.code == 0, created.err
+    await publish(admin.config, [Event(type="order.paid", data={"n": 1})])
+    # When it is asked onto queues of its own
+    moved = await warren("endpoint", "update", "rising", "--home", "dedicated", "--config", path)
+    # Then the CLI says why it was not, exits non-zero, and the endpoint is still a lane endpoint
+    assert moved.code != 0, moved.out
+    assert "routing stage did not confirm" in moved.err and "apply it again" in moved.err, moved.err
+    assert (await admin.call("GET", "/v1/endpoints/rising")).body["home"] == "lane"

@@ -28,8 +28,9 @@ class LiveApplyMissing(WarrenError):
 
 
 class EndpointApplier(Protocol):
-    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
-        """Declare the endpoint's objects and announce it to workers; idempotent."""
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint, *, promoting: bool = False) -> None:
+        """Declare the endpoint's objects and announce it to workers; idempotent. ``promoting``: a lane endpoint
+        moving to queues of its own (RoutingUnconfirmed when the routing stage does not confirm in time)."""
 
     async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> Removal | None:
         """Stop delivery and delete its objects, its DLQ too; a clear WarrenError when it holds messages and not
@@ -52,13 +53,15 @@ class LiveApplier:
                 "this build cannot apply endpoints to RabbitMQ live (no warren.broker.live_apply)"
             ) from None
 
-    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint) -> None:
+    async def apply_endpoint(self, settings: WarrenConfig, endpoint: Endpoint, *, promoting: bool = False) -> None:
         module = self._module()
         if self.link is None:
-            await module.apply_endpoint(settings, endpoint)  # type: ignore[attr-defined]
+            await module.apply_endpoint(settings, endpoint, promoting=promoting)  # type: ignore[attr-defined]
             return
         async with self.link.connection() as connection:
-            await module.apply_endpoint(settings, endpoint, connection=connection)  # type: ignore[attr-defined]
+            await module.apply_endpoint(  # type: ignore[attr-defined]
+                settings, endpoint, connection=connection, promoting=promoting
+            )
 
     async def remove_endpoint(self, settings: WarrenConfig, name: str, *, force: bool) -> Removal | None:
         module = self._module()

@@ -30,7 +30,7 @@ from warren.api.ingest.errors import BROKER_UNAVAILABLE, STORE_UNAVAILABLE, ApiE
 from warren.broker.endpoint_state.admin import AdminError, change_admin
 from warren.broker.endpoint_state.records import EndpointView, summary
 from warren.broker.live_apply import Removal
-from warren.core.errors import BrokerUnavailable, WarrenError
+from warren.core.errors import BrokerUnavailable, RoutingUnconfirmed, WarrenError
 from warren.store.keys import StoreKeyError
 from warren.store.records import (
     API,
@@ -66,6 +66,7 @@ __all__ = [
 NOT_FOUND = "not_found"
 ENDPOINT_EXISTS = "endpoint_exists"
 FILE_MANAGED = "file_managed"
+ROUTING_UNCONFIRMED = "routing_unconfirmed"  # a promotion undone: the routing stage did not confirm in time
 REFUSED = "refused"  # RabbitMQ refused the change (holds messages, ordering change, a state change that does not apply)
 INVALID_ENDPOINT = "invalid_endpoint"
 
@@ -208,11 +209,14 @@ class EndpointService:
         others = tuple(e for e in self.config.endpoints if e.name != endpoint.name)
         return self.config.model_copy(update={"endpoints": (*others, endpoint)})
 
-    async def _apply(self, endpoint: Endpoint) -> None:
+    async def _apply(self, endpoint: Endpoint, *, promoting: bool = False) -> None:
+        """``promoting``: a lane endpoint moving to queues of its own (the routing stage is fenced first)."""
         try:
-            await self.applier.apply_endpoint(self._settings(endpoint), endpoint)
+            await self.applier.apply_endpoint(self._settings(endpoint), endpoint, promoting=promoting)
         except BrokerUnavailable as exc:
             raise ApiError(503, BROKER_UNAVAILABLE, f"not applied: {exc}") from exc
+        except RoutingUnconfirmed as exc:  # nothing changed; the same request may succeed once routers keep up
+            raise ApiError(503, ROUTING_UNCONFIRMED, f"not applied: {exc}") from exc
         except WarrenError as exc:
             raise ApiError(409, REFUSED, f"not applied: {exc}") from exc
 
@@ -275,7 +279,7 @@ class EndpointService:
             if (refused := ordered_move(current.home, current.ordering, {"name": name, **data})) is not None:
                 raise ApiError(409, REFUSED, refused)
             endpoint = self._endpoint(data)
-            await self._apply(endpoint)
+            await self._apply(endpoint, promoting=current.home == "lane" and endpoint.home == "dedicated")
             updated: StoredEndpoint | None = await self._guarded(
                 self.store.update(endpoint, tenant=new_tenant)  # type: ignore[arg-type]
             )

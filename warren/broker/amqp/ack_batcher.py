@@ -51,6 +51,7 @@ class AckBatcher:
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
         self._last_sent = -SETTLE_PAUSE  # monotonic time of the last ack sent on the channel
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # settled_before: (tag, woken once all before)
 
     def track(self, message: AbstractIncomingMessage) -> None:
         """Record an arrival, in delivery order."""
@@ -72,6 +73,7 @@ class AckBatcher:
             await message.ack()  # a delivery from a channel since replaced: ack it as it is
             return
         self._acked[tag] = time.monotonic()
+        self._wake()
         if self.flush_at and len(self._acked) >= self.flush_at and self._timer is not None:
             self._timer.cancel()
             self._fire()
@@ -82,7 +84,38 @@ class AckBatcher:
         """``message`` was settled without the batcher (a nack): it no longer blocks the prefix."""
         if message.delivery_tag is not None and _channel_of(message) is self._channel:
             self._settled.add(message.delivery_tag)
+            self._wake()
             self._schedule()
+
+    def done_before(self, message: AbstractIncomingMessage) -> bool:
+        """Whether every delivery of ``message``'s channel that arrived before it is settled (acked or otherwise).
+
+        False for a delivery of a channel since replaced (its tags are void): nothing of it can be vouched for."""
+        if _channel_of(message) is not self._channel or message.delivery_tag is None:
+            return False
+        for tag in self._order:  # in delivery order; tags sent already are no longer in it
+            if tag >= message.delivery_tag:
+                break
+            if tag not in self._acked and tag not in self._settled:
+                return False
+        return True
+
+    async def settled_before(self, message: AbstractIncomingMessage) -> None:
+        """Return once every delivery that arrived before ``message`` on its channel is settled (a route fence's
+        wait, warren/consumers/route_fences.py). Never returns for a delivery of a replaced channel: the caller
+        bounds it (its channel's close)."""
+        while not self.done_before(message):
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append((message.delivery_tag or 0, waiter))
+            try:
+                await waiter
+            finally:
+                self._waiters = [(t, w) for t, w in self._waiters if w is not waiter]
+
+    def _wake(self) -> None:
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def flush(self) -> None:
         """Send every ack that can be sent now (shutdown calls this after the in-flight deliveries end)."""

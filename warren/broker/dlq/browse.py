@@ -36,6 +36,7 @@ from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
 
 from warren.broker.amqp.channels import SETTLE_PAUSE, close_channel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.broker.amqp.limits import MAX_PREFETCH
 from warren.broker.amqp.probe import QueueProbe, counts, existing_queue
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
@@ -43,8 +44,7 @@ from warren.core.deadlines import within
 
 __all__ = ["DEFAULT_LIMIT_4X", "MAX_SCAN", "Held", "browse", "delivery_limit", "hold_messages", "holds_enough"]
 
-# basic.qos prefetch_count is a 16-bit field: the most messages one channel can hold unacknowledged.
-MAX_SCAN = 65_535
+MAX_SCAN = MAX_PREFETCH  # a read holds every message it reads unacknowledged, on one channel
 QUIET = 1.0  # seconds without a new message after which a pass asks the queue whether any are still ready
 PATIENCE = 30.0  # seconds a pass waits in all for ready messages that are slow to arrive (a busy broker)
 ARRIVAL_SETTLE = 0.05  # seconds for the callbacks of deliveries read with a declare-ok to run
