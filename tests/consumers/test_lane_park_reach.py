@@ -75,6 +75,21 @@ async def test_a_park_longer_than_the_delay_chain_reaches_is_parked_again_for_th
     assert len(early) >= 3, len(early)
 
 
+async def test_a_worker_whose_delay_chain_lacks_levels_it_needs_says_to_run_warren_setup(
+    endpoint_config: Any, receiver: Receiver, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given lanes declared before the delay chain reached their waits (the 100 ms cap's 7 levels alone)
+    with monkeypatch.context() as earlier:
+        earlier.setattr(planner, "LANE_DELAY_REACH", 0.0)
+        config = await endpoint_config([lane_endpoint(receiver, "tail")], lanes={"count": LANES}, retry=SHORT_CAP)
+    # When a worker that needs 16 levels starts on it
+    async with Worker(config):
+        pass
+    # Then it names the missing level and the fix
+    top = f"{config.broker.prefix}.delay.l{delay_levels(config) - 1:02d}"
+    assert any(top in r.getMessage() and "run `warren setup`" in r.getMessage() for r in caplog.records)
+
+
 def test_with_lanes_the_delay_chain_reaches_the_lanes_waits_whatever_the_retry_cap(make_config: Any) -> None:
     short = make_config([], retry=SHORT_CAP)
     assert reach(delay_levels(short)) < 1  # without lanes, the cap alone
