@@ -78,3 +78,14 @@ async def test_an_ordered_endpoints_partition_deleted_and_declared_again_is_cons
     config = await endpoint_config([{"name": "books", "events": ["order.*"], "ordering": "key", "partitions": 1}])
     queue = names.partition_queue(config.broker.prefix, "books", 0)
     await _deleted_and_declared_again(config, queue, receiver, publish, caplog)
+
+
+async def test_an_ordered_lane_deleted_and_declared_again_is_consumed_again(
+    endpoint_config: Any, receiver: Receiver, publish: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An ordered lane endpoint on the one ordered lane
+    config = await endpoint_config(
+        [lane_endpoint(receiver, "ledger", ordering="key")], lanes={"count": LANES, "ordered_count": 1}
+    )
+    queue = names.ordered_lane_queue(config.broker.prefix, 0)
+    await _deleted_and_declared_again(config, queue, receiver, publish, caplog)
