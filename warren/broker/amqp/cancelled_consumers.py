@@ -7,11 +7,11 @@ exists: it probes it every ``reconnect_interval`` (5 s) with the declare it was 
 the topology a worker consumes (lanes, work queues, partitions, route partitions, ordered lanes, park queues) is
 obtained with a passive declare (``get_queue(..., ensure=True)``), so a probe never creates one: the worker waits
 until `warren setup` declares it again, with the topology's arguments (the worker's own exclusive queues are
-declared again as they were). No restart and no
-reconnect is needed, and the worker's own bookkeeping (a lane's ack batcher, an endpoint's consumer tags) holds,
-since the tag is the same. What aio-pika left unsaid, this channel logs: aiormq names only the consumer tag,
-and the waiting and the recovery were silent. The cancel is logged (info), a queue still missing a second later
-is warned about (then once a minute), and its return is logged (info).
+declared again as they were). No restart and no reconnect is needed, and the worker's own bookkeeping (a lane's
+ack batcher, an endpoint's consumer tags) holds, since the tag is the same. What aio-pika left unsaid, this
+channel logs: aiormq names only the consumer tag, and the waiting and the recovery were silent. The cancel is
+logged (info), a queue still missing a second later is warned about (then once a minute), and its return is
+logged (info).
 
 This covers every consumer of a worker's robust connection alike (the lanes, dedicated endpoints' work queues
 and partitions, the route partitions, the ordered lanes, inbound queues): one place, not one per consumer.
@@ -32,7 +32,7 @@ __all__ = ["REMIND_EVERY", "SETTLE", "ReportingChannel"]
 log = logging.getLogger("warren.broker")
 
 SETTLE = 1.0  # seconds after a cancel before a queue still missing is a warning (a worker deleting a queue it
-# drained, the ordered lanes' moved queue, closes the consumer's channel within that: nothing to report)
+# drains, a moved ordered endpoint's `.moved` queue, closes the consumer's channel within that: nothing to report)
 REMIND_EVERY = 60.0  # seconds between two warnings about one queue still missing
 
 
