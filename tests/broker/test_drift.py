@@ -257,7 +257,9 @@ def test_turning_lanes_off_leaves_the_lanes_and_the_routing_queue_as_leftovers()
     by_name = {x.name: x for x in find_leftovers(new, "w", exchanges, queues, bindings)}
     routing = {"w.route.hash", "w.route.dlq", *(f"w.route.p{i}" for i in range(4))}
     lanes = {"w.lane.0", "w.lane.0.dlq", "w.lane.1", "w.lane.1.dlq", *(f"w.lane.o{i}" for i in range(4))}
-    assert set(by_name) == routing | lanes
+    # and the delay levels the lanes' own waits needed above the 1 s cap's 10 (LANE_DELAY_REACH: 16 levels)
+    reach = {name for level in range(10, 16) for name in (f"w.delay.l{level:02d}", f"w.delay.l{level:02d}.q")}
+    assert set(by_name) == routing | lanes | reach
     assert "lanes are off" in by_name["w.route.p0"].reason and "lanes are off" in by_name["w.route.hash"].reason
     assert "beyond [lanes] count = 0" in by_name["w.lane.1"].reason
     assert "ordered lane" in by_name["w.lane.o3"].reason

@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-__all__ = ["DeficitRoundRobin", "held_park_delay", "may_hold", "park_delay", "window_share"]
+__all__ = ["DeficitRoundRobin", "held_park_delay", "may_hold", "park_delay", "park_left", "window_share"]
 
 T = TypeVar("T")
 
@@ -39,6 +39,7 @@ SMOOTHING = 0.2  # weight of the newest delivery time in an endpoint's mean
 FLOOR = 0.001  # seconds: the least a delivery is billed (a mean of 0 would make an endpoint free)
 SLOWER = 4.0  # an endpoint whose deliveries take this many times its lane-mates' (their median) is slow
 SLACK = 1e-9  # seconds: credit that float rounding may leave short of a cost still pays it
+PARK_DUE = 0.02  # seconds: a park that comes back this close to its end (or later) is over
 
 
 def window_share(prefetch: int, busy_others: int, concurrency: int) -> int:
@@ -86,6 +87,14 @@ def held_park_delay(base: float, limit: float, times: int) -> float:
     (and the delay chain) a few times a minute instead of every ``base`` seconds; its probe needs only one.
     """
     return min(limit, base * 2.0 ** min(max(0, times), 16))
+
+
+def park_left(until_ms: int | None, now_ms: int) -> float:
+    """Seconds a lane message back from a park longer than the delay chain reaches (``warren-park-until``) must
+    wait still; 0 when it is due (within ``PARK_DUE``: a delay chain's lateness is a few milliseconds)."""
+    if until_ms is None or until_ms - now_ms <= PARK_DUE * 1000:
+        return 0.0
+    return (until_ms - now_ms) / 1000
 
 
 @dataclass

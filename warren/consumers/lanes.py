@@ -43,7 +43,14 @@ from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import lane_key
-from warren.consumers.lane_fairness import DeficitRoundRobin, held_park_delay, may_hold, park_delay, window_share
+from warren.consumers.lane_fairness import (
+    DeficitRoundRobin,
+    held_park_delay,
+    may_hold,
+    park_delay,
+    park_left,
+    window_share,
+)
 from warren.consumers.settling import Settler
 from warren.topology import names
 from warren.topology.config import DeliverySettings, Endpoint, RetryPolicy
@@ -229,6 +236,13 @@ class LaneConsumer:
                 self._tasks.discard(task)
 
     async def _dispatch(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
+        assert self.settler is not None
+        until = wire.header_int((message.headers or {}).get(wire.H_PARK_UNTIL))
+        if (left := park_left(until, int(time.time() * 1000))) > 0:
+            # Back early from a park longer than the delay chain reaches: away again for the rest, nothing counted.
+            log.debug("%s back early from its park: parked again for %.1f s", message.message_id, left)
+            await self.settler.park(message, left, return_queue=lane.name, until_ms=until)
+            return
         name = (
             wire.header_text((message.headers or {}).get(wire.H_ENDPOINT))
             or names.endpoint_of_work_key(self.prefix, message.routing_key or "")  # a demoted endpoint's retry
@@ -237,7 +251,6 @@ class LaneConsumer:
         runner = self.runners.get(name)
         if runner is not None and runner.ordered and runner.endpoint.home == "lane":
             # An ordered lane endpoint's letter replayed from its lane's DLQ: to its key's ordered lane.
-            assert self.settler is not None
             key = names.ordered_lane_of(name, lane_key(message), self.ordered_count)
             await self.settler.forward(message, "", names.ordered_lane_queue(self.prefix, key))
             self.hooks.settled(name, "parked")
@@ -246,14 +259,12 @@ class LaneConsumer:
             if runner is not None:
                 # The endpoint has queues of its own now (promoted while this copy was in its lane, or on its way
                 # back to it through the delay chain): the copy follows it, into its exchange, attempts kept.
-                assert self.settler is not None
                 await self.settler.forward(message, names.endpoint_exchange(self.prefix, name))
                 self.hooks.settled(name, "parked")
                 return
             if name and self.known(name):
                 # Known, but without a runner here (its secrets not opened here, its runner failing to start):
                 # held like a paused endpoint's, never counted towards being taken for a deleted one.
-                assert self.settler is not None
                 await self.settler.park(message, PAUSED_PARK_DELAY, return_queue=lane.name)
                 self.hooks.settled(name, "parked")
                 return

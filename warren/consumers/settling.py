@@ -25,7 +25,7 @@ from warren.consumers.delivery import Delivery, dead_headers, delivery_count, re
 from warren.consumers.hooks import Settlement
 from warren.core.errors import PublishError, describe
 from warren.topology import names
-from warren.topology.delays import delay_routing_key
+from warren.topology.delays import delay_routing_key, reach
 from warren.transport.base import SendResult
 
 __all__ = ["MOVE_FAILURE_PAUSE", "Settler"]
@@ -170,13 +170,19 @@ class Settler:
         extra: Mapping[str, Any] | None = None,
         *,
         return_queue: str | None = None,
+        until_ms: int | None = None,
     ) -> None:
         """Move the message through the delay chain back to ``return_queue`` untouched: no attempt is counted.
 
         A shared lane's way of letting its head move past an endpoint that holds more than its share. ``extra``
-        headers are added; ``return_queue`` replaces the settler's own.
+        headers are added; ``return_queue`` replaces the settler's own. A park longer than the chain reaches
+        (an open circuit's wait for a probe minutes away) comes back early: it carries when it ends
+        (``warren-park-until``, ``until_ms`` when that is already known), and the lane parks it again for the rest.
         """
         headers = {**wire.untouched_headers(message), **(extra or {})}
+        headers.pop(wire.H_PARK_UNTIL, None)
+        if delay > reach(self.delay_levels):
+            headers[wire.H_PARK_UNTIL] = until_ms if until_ms is not None else self.now_ms() + round(delay * 1000)
         key = delay_routing_key(delay, self.delay_levels, return_queue or self.return_queue)
         await self._move(message, self._delay_exchange, key, headers, "parked")
 

@@ -18,6 +18,7 @@ from aio_pika.abc import AbstractRobustConnection
 
 from warren.broker.amqp.channels import SETTLE_PAUSE
 from warren.broker.amqp.connection import connect
+from warren.broker.amqp.probe import all_exist
 from warren.consumers.attempt_recorder import AttemptRecorder
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.health.control import HealthControl
@@ -29,6 +30,7 @@ from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
 from warren.core.errors import WarrenError
 from warren.serving.server import stop_on_signals
+from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import consumed_queues, delay_levels
 from warren.transport.base import Transport
@@ -120,6 +122,9 @@ class Worker:
         )
         self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
         log.info("worker connected")  # the startup's steps are logged, so a start that does not end shows where
+        top = names.delay_exchange(self.config.broker.prefix, self.delay_levels - 1)
+        if not await all_exist(self.connection, exchanges=[top]):  # every retry and park would be refused
+            log.error("the delay chain lacks %s (%d levels needed): run `warren setup`", top, self.delay_levels)
         if self.recorder is not None:
             await self.recorder.start(self.connection)
         delivery = self.config.delivery

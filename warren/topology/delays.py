@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["delay_routing_key", "level_count", "levels_for_delay", "quantise_ms"]
+__all__ = ["delay_routing_key", "level_count", "levels_for_delay", "quantise_ms", "reach"]
 
 
 def level_count(longest_delay_seconds: float) -> int:
     """How many levels reach the longest delay a policy can ask for."""
     return max(1, math.ceil(longest_delay_seconds * 1000).bit_length())
+
+
+def reach(levels: int) -> float:
+    """The longest delay, in seconds, that ``levels`` levels hold a message (a longer one is cut to it)."""
+    return ((1 << levels) - 1) / 1000
 
 
 def quantise_ms(delay_seconds: float, levels: int) -> int:

@@ -31,6 +31,7 @@ __all__ = [
     "H_LAST_RESPONSE",
     "H_LAST_STATUS",
     "H_MOVE_END",
+    "H_PARK_UNTIL",
     "H_PUBLISHED",
     "H_REPLAYED",
     "H_REQUEST_HEADERS",
@@ -65,6 +66,7 @@ H_ENDPOINT = "warren-endpoint"
 H_LANE_HOLDS = "warren-lane-holds"  # a lane message parked in a row because its endpoint was held: how often
 H_MOVE_END = "warren-move-end"  # the last message of a moved ordered endpoint's queue (live_demote_ordered.py)
 H_LANE_MISSES = "warren-lane-misses"  # a lane message parked because its endpoint was not (yet) served: how often
+H_PARK_UNTIL = "warren-park-until"  # epoch ms a lane park ends, when it is longer than the delay chain reaches
 # The routing stage's own (warren/consumers/route_attempts.py), on an event it sends round again or dead-letters:
 H_ROUTE_ATTEMPT = "warren-route-attempt"  # routing attempts already made; never derived from x-delivery-count
 H_ROUTE_OWED = "warren-route-owed"  # lane endpoints whose copies are still owed, comma-separated; absent: all

@@ -12,6 +12,7 @@ from warren.topology.settings import LaneSettings
 __all__ = [
     "DELIVERY_LIMIT",
     "HASH_HEADER",
+    "LANE_DELAY_REACH",
     "consumed_queues",
     "delay_levels",
     "endpoint_plan",
@@ -32,6 +33,12 @@ HASH_HEADER = H_KEY
 # return". The largest value the argument's type holds keeps messages on both: at one return a second, a
 # message would need 68 years to spend it. docs/architecture.md, "Delivery limits", has the measurements.
 DELIVERY_LIMIT = 2**31 - 1
+
+# With lanes on, the delay chain reaches at least this far (seconds), whatever the retry policies: a lane's parks
+# wait up to 30 s (warren/consumers/lanes.py, PARK_DELAY_MAX) and the routing stage's retries up to a minute
+# (warren/consumers/route_attempts.py, ROUTE_DELAY_CAP). A chain built for a short `[retry] cap` alone cut them to
+# it: every park of a held endpoint came back after the cap. 16 levels (65.5 s); the default cap (1 h) needs 22.
+LANE_DELAY_REACH = 60.0
 
 
 def queue_arguments(
@@ -71,9 +78,12 @@ def consumed_queues(prefix: str, endpoint: Endpoint) -> tuple[str, ...]:
 
 
 def delay_levels(config: WarrenConfig) -> int:
-    """How many binary delay levels the longest delay of any retry policy in the configuration needs."""
+    """How many binary delay levels the longest delay of any retry policy in the configuration needs, and, with
+    lanes on, the lanes' own waits (``LANE_DELAY_REACH``) whatever the retry policies are."""
     longest = max([config.retry.longest_delay] + [e.retry_policy(config.retry).longest_delay for e in config.endpoints])
     longest = max([longest] + [s.retry_policy(config.retry).longest_delay for s in config.inbound])
+    if config.lanes.count:
+        longest = max(longest, LANE_DELAY_REACH)
     return level_count(longest)
 
 

@@ -36,6 +36,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustConnection
 from yarl import URL
 
+from warren.broker.amqp.cancelled_consumers import ReportingChannel
 from warren.broker.amqp.close_ok import answer_every_channel_close
 from warren.core.deadlines import within
 from warren.core.errors import BrokerUnavailable, describe
@@ -176,7 +177,11 @@ class _RobustConnection(aio_pika.RobustConnection):
     aio-pika starts a reconnecting task on the first connect and leaves it running when that connect is cancelled
     (it logs "cancelled. Reconnecting" and swallows further cancellations): a process told to stop while
     RabbitMQ hangs its handshake would then never exit.
+
+    Its channels log a consumer RabbitMQ cancelled (its queue deleted) and its return (cancelled_consumers.py).
     """
+
+    CHANNEL_CLASS = ReportingChannel
 
     def __init__(self, url: URL, *, nodes: Sequence[str] = (), **kwargs: Any) -> None:
         self._nodes = [URL(node) for node in nodes] or [URL(url)]
