@@ -385,3 +385,48 @@ async def test_a_detached_handling_lets_its_key_move_on_and_holds_the_hand_back_
     inner.release.setdefault(1, asyncio.Event()).set()
     await asyncio.wait_for(lanes.returned.wait(), 1)
     assert closed == [[2, 1]] and not lanes.busy
+
+
+async def test_a_message_handled_apart_never_holds_its_key_and_holds_the_hand_back_until_it_ends() -> None:
+    # Given lanes whose apart hook takes key a's first message (the router's event with no ordered subscriber)
+    inner, closed, in_lane = Handler(), [], []
+
+    async def on_returned() -> None:
+        closed.append(list(inner.ended))
+
+    async def handle(message: AbstractIncomingMessage) -> None:
+        in_lane.append(message.delivery_tag)
+        await inner(message)
+
+    def apart(message: AbstractIncomingMessage) -> Any:
+        return inner(message) if message.delivery_tag == 1 else None
+
+    lanes = PartitionLanes(handle, on_returned, apart=apart)
+    tasks = [asyncio.create_task(lanes.dispatch(m)) for m in deliveries("aa")]
+    await settle()
+    # Then both run at once, the first never in its key's lane, and the partition counts as busy
+    assert sorted(inner.started) == [1, 2] and in_lane == [2] and lanes.busy
+    inner.release.setdefault(2, asyncio.Event()).set()
+    await settle()
+    assert inner.ended == [2] and lanes.busy and lanes.held == 0
+    # When the partition is handed back, its channel is not closed while the handling apart runs
+    lanes.hand_back()
+    await settle()
+    assert closed == [] and not lanes.returned.is_set()
+    inner.release.setdefault(1, asyncio.Event()).set()
+    await asyncio.gather(*tasks)
+    await asyncio.wait_for(lanes.returned.wait(), 1)
+    assert closed == [[2, 1]] and not lanes.busy
+
+
+async def test_a_handling_apart_that_fails_is_logged_and_leaves_nothing_running(caplog: Any) -> None:
+    # Given an apart hook whose handling raises
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    lanes = PartitionLanes(Handler(), asyncio.Event().wait, apart=lambda message: boom())
+    # When a message is dispatched, the failure is logged, not raised into the consumer, and nothing stays running
+    with caplog.at_level("ERROR", logger="warren.worker"):
+        await lanes.dispatch(deliveries("a")[0])
+    assert "a detached handling failed: " in caplog.text and "boom" in caplog.text
+    assert not lanes.busy and lanes.held == 0

@@ -243,3 +243,22 @@ def test_an_inline_delivery_still_running_past_the_slow_mark_bars_its_endpoint_o
     policy.ended("h", 10.0, 10.0)
     policy.ended("h", 10.0, 10.0)
     assert policy.barred("h", 31.0) and not policy.barred("h", 31.3)
+
+
+def test_the_oldest_inline_delivery_still_running_decides_whatever_order_the_others_end_in() -> None:
+    policy = InlinePolicy(window=64, slow=1.0, bar=30.0, bar_max=100.0)
+    for k in range(16):  # its lane-mates' deliveries take 10 ms
+        policy.began(f"fast-{k}", 0.0)
+        policy.ended(f"fast-{k}", 0.01, 0.01)
+    # Given deliveries of one endpoint begun at 0.6, 0.0 and 0.3 s (in that order), and the one of 0.0 s ending fast
+    for start in (0.6, 0.0, 0.3):
+        policy.began("e", start)
+    policy.ended("e", 0.05, 0.05)
+    # Then at 1.2 s none still running is past the slow mark (the oldest began at 0.3 s), so it is not barred
+    assert policy.may("e", 16, 1.2)
+    # When the one of 0.3 s ends fast too, the oldest still running began at 0.6 s: barred only past 1.6 s
+    policy.ended("e", 0.9, 1.2)
+    assert policy.may("e", 16, 1.55) and not policy.may("e", 16, 1.65)
+    # And that one's slow end does not bar it again: the bar is the one of 30 s from 1.65 s
+    policy.ended("e", 2.0, 2.6)
+    assert policy.barred("e", 31.6) and not policy.barred("e", 31.7)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.consumers.key_lanes import PartitionLanes, lane_key
+from warren.consumers.key_lanes import Apart, PartitionLanes, lane_key
 from warren.core.deadlines import within
 from warren.core.errors import describe
 
@@ -33,7 +33,8 @@ Handler = Callable[[AbstractIncomingMessage], Awaitable[None]]
 
 class ClaimedPartitions:
     """The partitions this worker was assigned (``assign``/``unassign``, by ``PartitionClaims``), consumed into
-    per-key lanes by ``handle``; ``key`` picks a delivery's lane; ``grace`` bounds a hand-back's wait."""
+    per-key lanes by ``handle``; ``key`` picks a delivery's lane, ``apart`` may handle it without one;
+    ``grace`` bounds a hand-back's wait."""
 
     def __init__(
         self,
@@ -42,12 +43,14 @@ class ClaimedPartitions:
         handle: Handler,
         *,
         key: Callable[[AbstractIncomingMessage], str] = lane_key,
+        apart: Apart | None = None,
         grace: float = 30.0,
     ) -> None:
         self.queue_names = list(queue_names)
         self.prefetch = prefetch
         self.handle = handle
         self.key = key
+        self.apart = apart  # a delivery handled apart from its key's lane (key_lanes.py), or None: it joins it
         self.grace = grace
         self.assigned: list[str] = []
         self.accepting = False
@@ -108,7 +111,7 @@ class ClaimedPartitions:
             try:
                 await channel.set_qos(prefetch_count=self.prefetch)
                 queue = await channel.get_queue(name, ensure=True)
-                lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key)
+                lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key, apart=self.apart)
                 self._lanes[name], self._channels[name] = lanes, channel
                 tag = await queue.consume(lanes.dispatch)
             except BaseException:

@@ -14,7 +14,9 @@ of the partition in delivery order (tests/broker/test_partition_returns.py, 3.10
 settles a key's messages strictly in order, each key's unacked messages are a suffix of what it was
 delivered, so after the return each key's first unsettled message is again its first in the queue. The
 exception is a message whose order nobody needs, finished apart from its lane (``detach``): it may come back
-behind its key's later messages.
+behind its key's later messages. So may one handled *apart* (``apart``): a message whose order nobody needs,
+known as it arrives, is handled at once in its delivery's own task and never joins its key's lane (no lane, no
+task of its own: the routing stage's common case, an event with no ordered subscriber).
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from warren.core.deadlines import within
 from warren.core.errors import describe
 from warren.topology.headers import H_KEY
 
-__all__ = ["PartitionLanes", "lane_key"]
+__all__ = ["Apart", "PartitionLanes", "lane_key"]
 
 log = logging.getLogger("warren.worker")
 
 Handler = Callable[[AbstractIncomingMessage], Awaitable[None]]
+# A message's handling apart from its key's lane, or None: it joins the lane (``PartitionLanes.dispatch``).
+Apart = Callable[[AbstractIncomingMessage], Coroutine[Any, Any, None] | None]
 
 
 def lane_key(message: AbstractIncomingMessage) -> str:
@@ -57,8 +61,10 @@ class PartitionLanes:
         handle: Handler,
         on_returned: Callable[[], Awaitable[None]],
         key: Callable[[AbstractIncomingMessage], str] = lane_key,
+        apart: Apart | None = None,
     ) -> None:
         self._handle = handle
+        self._apart = apart  # asked first of each delivery: a handling that needs no lane (the dispatch runs it)
         self._key = key  # which lane a delivery joins (an ordered lane's: endpoint and key)
         self._on_returned = on_returned
         self._lanes: dict[str, deque[AbstractIncomingMessage]] = {}
@@ -113,9 +119,21 @@ class PartitionLanes:
         """Queue a delivery on its key's lane; with no lane running for that key, run one here."""
         if self.returning:
             return  # left unacked: closing the channel returns it, behind the ones delivered before it
+        self.acks.track(message)
+        if self._apart is not None and (handling := self._apart(message)) is not None:
+            # ``detach`` without a task: this delivery's task runs it (counted as a running lane, so that a
+            # hand-back waits for it), and its key's lane is never held by it.
+            self._running += 1
+            try:
+                await handling
+            except Exception as exc:  # its message is left unacked: returned with the channel
+                log.error("a detached handling failed: %s", describe(exc))
+            finally:
+                self._running -= 1
+                self._maybe_returned()
+            return
         tag = message.delivery_tag or 0
         self._delivered_at[tag] = time.monotonic()
-        self.acks.track(message)
         key = self._key(message)
         lane = self._lanes.get(key)
         if lane is not None:

@@ -23,7 +23,7 @@ each time: as soon as one of its inline deliveries has run that long, not only w
 
 from __future__ import annotations
 
-import asyncio
+import bisect
 import statistics
 import time
 from collections import Counter, deque
@@ -82,21 +82,20 @@ class InlinePolicy:
 
     def began(self, name: str, now: float | None = None) -> None:
         """An inline delivery of ``name`` begins (at ``now``: then one still running when it is slow bars it)."""
-        state = self._states.setdefault(name, _State())
+        state = self._state(name)
         state.in_flight += 1
         if now is not None:
-            state.starts.append(now)
+            bisect.insort(state.starts, now)  # kept sorted: _overdue and ended look up in O(log n)
         self.in_flight += 1
 
     def ended(self, name: str, seconds: float, now: float) -> None:
         """An inline delivery of ``name`` took ``seconds``: a slow one bars the endpoint (longer each time)."""
-        state = self._states.setdefault(name, _State())
+        state = self._state(name)
         state.in_flight = max(0, state.in_flight - 1)
         self.in_flight = max(0, self.in_flight - 1)
         began, already = now - seconds, False
         if state.starts:  # its own start (deliveries end in any order); one that barred it in flight: not again
-            start = min(state.starts, key=lambda s: abs(s - began))
-            state.starts.remove(start)
+            start = state.starts.pop(_nearest(state.starts, began))
             already = start <= state.noted
         self._recent.append(seconds)
         self._samples += 1
@@ -109,6 +108,13 @@ class InlinePolicy:
             state.strikes = 0
         if not state.in_flight and not state.strikes:
             del self._states[name]
+
+    def _state(self, name: str) -> _State:
+        """``name``'s state, made only when it has none (not a new ``_State`` built per call, as setdefault would)."""
+        state = self._states.get(name)
+        if state is None:
+            state = self._states[name] = _State()
+        return state
 
     def barred(self, name: str, now: float) -> bool:
         state = self._states.get(name)
@@ -126,8 +132,12 @@ class InlinePolicy:
 
     def _overdue(self, state: _State, now: float) -> None:
         """An inline delivery still running past the slow mark bars its endpoint now, not at its end (a hanging
-        endpoint's first deliveries would otherwise go on taking the router's window until its timeout)."""
-        if any(s > state.noted and self._slow(now - s) for s in state.starts):
+        endpoint's first deliveries would otherwise go on taking the router's window until its timeout).
+
+        Asked twice per inline delivery: the oldest start not yet noted decides (``_slow`` grows with the age),
+        found by bisection in the sorted starts, not by a scan of every delivery in flight."""
+        first = bisect.bisect_right(state.starts, state.noted)
+        if first < len(state.starts) and self._slow(now - state.starts[first]):
             self._bar(state, now)
             state.noted = now
 
@@ -136,8 +146,9 @@ class InlineCopy:
     """The lane copy an inline delivery stands for, as the endpoint's runner reads and settles it.
 
     Nothing of it is on the broker: ``ack`` (the runner delivered it, or confirmed its next step: a retry, a dead
-    letter, a park) resolves ``settled`` with True; ``nack``/``reject`` (handed back: cancelled, or a move that
-    failed) with False, and the router then owes the endpoint a copy in its lane.
+    letter, a park) sets ``stored`` to True; ``nack``/``reject`` (handed back: cancelled, or a move that failed)
+    to False, and the router then owes the endpoint a copy in its lane. The first settlement stands; read once
+    the runner returns (a plain attribute: nothing waits on it, so no future per delivery).
     """
 
     redelivered = False
@@ -155,11 +166,11 @@ class InlineCopy:
         self.correlation_id = event.correlation_id
         self.headers = dict(headers)
         self.routing_key = lane
-        self.settled: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.stored: bool | None = None  # None: not settled (the runner returned without: a copy is owed)
 
     def _settle(self, stored: bool) -> None:
-        if not self.settled.done():
-            self.settled.set_result(stored)
+        if self.stored is None:
+            self.stored = stored
 
     async def ack(self, multiple: bool = False) -> None:
         self._settle(True)
@@ -191,12 +202,10 @@ class InlineDeliveries:
     def runner_for(self, name: str) -> LaneRunner | None:
         """``name``'s runner if its first attempt may be made inline now (counted in flight: ``deliver`` it)."""
         now = self.clock()
-        if self.policy.barred(name, now):
-            return None
         runner = self.runners.get(name)
         if not isinstance(runner, LaneRunner) or not _healthy(runner):
             return None
-        if not self.policy.may(name, runner.endpoint.concurrency, now):
+        if not self.policy.may(name, runner.endpoint.concurrency, now):  # a barred endpoint may not, either
             return None
         self.policy.began(name, now)
         self.started[name] += 1
@@ -210,13 +219,22 @@ class InlineDeliveries:
         try:
             await runner.deliver(copy)  # type: ignore[arg-type]  # read and settled as a lane message is
         finally:
-            self.policy.ended(runner.endpoint.name, self.clock() - began, self.clock())
-        stored = copy.settled.done() and copy.settled.result()
+            ended = self.clock()
+            self.policy.ended(runner.endpoint.name, ended - began, ended)
+        stored = copy.stored is True
         if stored:
             self.delivered += 1
         else:
             self.handed += 1
         return stored
+
+
+def _nearest(starts: list[float], began: float) -> int:
+    """The index in sorted ``starts`` of the one nearest ``began`` (the earlier of two as near)."""
+    i = bisect.bisect_left(starts, began)
+    if i == len(starts) or (i > 0 and began - starts[i - 1] <= starts[i] - began):
+        return i - 1
+    return i
 
 
 def _healthy(runner: LaneRunner) -> bool:

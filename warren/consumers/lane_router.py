@@ -17,7 +17,8 @@ consumer, claimed a fair share per router (warren/consumers/partition_claims.py,
 Inside a partition the events of one key are routed one at a time in arrival order, different keys side by
 side (warren/consumers/key_lanes.py), so the copies of one key's events reach an ordered lane in order; an event
 with no ordered subscriber is routed apart from its key's turn (``_on_event``), so that an inline delivery to a
-hanging endpoint holds no later event of its key. A failed
+hanging endpoint holds no later event of its key; with the index current, such an event is seen for what it is
+as it arrives and routed at once in its delivery's own task, never joining its key's lane (``_apart``). A failed
 copy owed to an ordered lane endpoint is retried in place, holding its key (``route_retry_delay``, doubling);
 an event that owes only unordered endpoints goes round through the delay chain back to its partition.
 
@@ -32,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
@@ -53,7 +54,7 @@ from warren.consumers.route_attempts import (
     route_dead_headers,
     route_delay,
     route_retry_headers,
-    route_state_in,
+    route_state,
 )
 from warren.consumers.route_fences import answer_fence, fence_id
 from warren.consumers.route_migration import RouteMigration
@@ -106,16 +107,21 @@ class LaneRouter:
         self.copies = 0  # copies confirmed into lanes (an inline delivery's is not counted: lane_inline.py)
         self.retried = 0  # events sent round again through the delay chain
         self.dead_lettered = 0  # events moved to the route DLQ
-        self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _on_event
+        self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _apart, _on_event
         self.ordered_lanes = ordered_lanes
         self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
         self._publisher: ConfirmChannel | None = None
         self.migration = RouteMigration(prefix)
         self._migration: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._events, self._tenants = names.events_exchange(prefix), names.tenants_exchange(prefix)
         # The route partitions this worker claimed (partition_claims.py assigns them), each into per-key lanes.
         self.partitions = ClaimedPartitions(
-            [names.route_partition(prefix, i) for i in range(partitions)], prefetch, self._on_event, key=_route_key
+            [names.route_partition(prefix, i) for i in range(partitions)],
+            prefetch,
+            self._on_event,
+            key=_route_key,
+            apart=self._apart,
         )
         # The endpoint served here with queues of its own under that name, if any (LaneStage sets it): a copy owed
         # to it since it was a lane endpoint goes there (an event sent round before its promotion).
@@ -134,9 +140,36 @@ class LaneRouter:
         # An earlier release's single routing queue, if any, moved into the partitions (route_migration.py).
         self._migration = asyncio.create_task(self.migration.run(connection, self._publisher), name="route-migration")
 
+    def _apart(self, message: AbstractIncomingMessage) -> Coroutine[Any, Any, None] | None:
+        """An event's routing to run at once apart from its key's lane (its delivery's task runs it: no lane, no
+        task of its own), when the index is current and no subscriber of it is ordered; None: it takes its
+        key's turn (``_on_event``). Filters are applied only once the event is let go apart, so that an event
+        sent to its lane is not counted ``filtered`` twice. A promotion's fence takes its turn (``_on_event``)."""
+        if not self.index_current.is_set() or fence_id(message) is not None:
+            return None
+        headers, state, targets = self._subscribers(message)
+        if any(e.ordering == "key" for e in targets):
+            return None
+        self.detached += 1
+        targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
+        return self._route(message, headers, state, targets)
+
+    def _subscribers(self, message: AbstractIncomingMessage) -> tuple[Mapping[str, Any], RouteState, list[Endpoint]]:
+        """The event's headers (read, never changed), what it is, and the lane endpoints it is (still) owed to."""
+        headers = message.headers or {}
+        state = route_state(headers, message.exchange, message.routing_key, events=self._events, tenants=self._tenants)
+        targets = self.index.subscribers(state.tenant, state.event_type)
+        if state.owed is not None:
+            targets = [e for e in targets if e.name in state.owed]
+        if state.owed:  # owed since its lane time by an endpoint promoted since: to its own queues (_store)
+            gone = sorted(state.owed.difference(e.name for e in targets))
+            targets += [e for e in map(self.elsewhere, gone) if e is not None]
+        return headers, state, targets
+
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
-        """Route one event of a partition's key lane. An event with no ordered subscriber is routed apart from its
-        key (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
+        """Route one event of a partition's key lane (one that ``_apart`` did not take: the index was not current,
+        or it has an ordered subscriber). An event with no ordered subscriber is routed apart from its key
+        (``PartitionLanes.detach``): only an ordered lane needs one key's events in order, and an inline
         delivery to a slow endpoint (up to its timeout) would otherwise hold every later event of its key,
         whatever endpoints those are for. It stays unacked, in the router's window, until its fate is safe.
         A promotion's fence is no event: answered once what came before it is routed (route_fences.py)."""
@@ -146,49 +179,49 @@ class LaneRouter:
             await answer_fence(message, fence, lanes, partition, self._publisher)
             return
         await self.index_current.wait()
-        headers = dict(message.headers or {})
-        state = route_state_in(self.prefix, headers, message.exchange, message.routing_key)
-        targets = [
-            e
-            for e in self.index.subscribers(state.tenant, state.event_type)
-            if state.owed is None or e.name in state.owed
-        ]
-        if state.owed:  # owed since its lane time by an endpoint promoted since: to its own queues (_store)
-            gone = sorted(state.owed.difference(e.name for e in targets))
-            targets += [e for e in map(self.elsewhere, gone) if e is not None]
+        headers, state, targets = self._subscribers(message)
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         lanes = self.partitions.lanes_of(message)
-        routing = self._tracked(self._route(message, headers, state, targets))
+        routing = self._route(message, headers, state, targets)
         if targets and lanes is not None and not any(e.ordering == "key" for e in targets):
             lanes.detach(routing)
             self.detached += 1
             return
         await routing
 
-    async def _tracked(self, routing: Awaitable[None]) -> None:
+    async def _route(
+        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
+    ) -> None:
+        """Route one event in the task that runs this (counted in ``_tasks``, which ``close`` waits for), no two
+        deliveries of one id side by side."""
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         try:
-            await routing
+            async with one_at_a_time(self._in_flight, message.message_id or ""):
+                await self._route_once(message, headers, state, targets)
         finally:
             if task is not None:
                 self._tasks.discard(task)
 
-    async def _route(
-        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
-    ) -> None:
-        async with one_at_a_time(self._in_flight, message.message_id or ""):
-            await self._route_once(message, headers, state, targets)
-
     async def _route_once(
-        self, message: AbstractIncomingMessage, headers: dict[str, Any], state: RouteState, targets: list[Endpoint]
+        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
     ) -> None:
         assert self._publisher is not None
         copy = copy_headers(headers)
-        key = lane_key(message)
+        key = lane_key(message) if any(e.ordering == "key" for e in targets) else ""  # only an ordered lane's
         while True:
-            results = await self._store_all(message, copy, targets, key)
+            results: list[BaseException | None]
+            if len(targets) == 1:  # the common case: awaited in this task, with neither gather's task nor a frame
+                try:
+                    await self._store(message, copy, targets[0], key)
+                    results = [None]
+                except Exception as exc:
+                    results = [exc]
+            else:  # side by side, each None or what it raised, in order
+                results = await asyncio.gather(
+                    *(self._store(message, copy, e, key) for e in targets), return_exceptions=True
+                )
             failed = [e for e, r in zip(targets, results, strict=True) if isinstance(r, BaseException)]
             if not failed:
                 break
@@ -213,19 +246,6 @@ class LaneRouter:
                 return  # the partition is being handed back: the event returns to its head, unacked
         await self._ack(message)
         self.routed += 1
-
-    async def _store_all(
-        self, message: AbstractIncomingMessage, copy: dict[str, Any], targets: list[Endpoint], key: str
-    ) -> list[BaseException | None]:
-        """Each target's ``_store`` side by side: None or what it raised, in order. One target (the common case:
-        an event for one endpoint) is awaited in this task, without gather's task."""
-        if len(targets) == 1:
-            try:
-                await self._store(message, copy, targets[0], key)
-            except Exception as exc:
-                return [exc]
-            return [None]
-        return await asyncio.gather(*(self._store(message, copy, e, key) for e in targets), return_exceptions=True)
 
     async def _store(
         self, message: AbstractIncomingMessage, copy: dict[str, Any], endpoint: Endpoint, key: str
@@ -261,7 +281,7 @@ class LaneRouter:
     async def _route_again(
         self,
         message: AbstractIncomingMessage,
-        headers: dict[str, Any],
+        headers: Mapping[str, Any],
         state: RouteState,
         owed: frozenset[str] | None,
         why: str,

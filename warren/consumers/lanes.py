@@ -199,6 +199,8 @@ class LaneConsumer:
 
     def acks_of(self, message: AbstractIncomingMessage) -> AckBatcher | None:
         """The ack batcher of the lane channel ``message`` came on (None once that lane is not consumed)."""
+        if message.consumer_tag is None:
+            return None  # an inline delivery's stand-in (lane_inline.py): no lane channel, so none to scan for
         for lane in self.lanes:
             if lane.tag is not None and lane.tag == message.consumer_tag:
                 return lane.acks

@@ -48,7 +48,7 @@ __all__ = [
 ROUTE_DELAY_CAP = 60.0  # seconds: the longest wait between two routing attempts
 OWED_MAX = 1000  # names written in warren-route-owed at most; more (a header is bounded by frame_max): all owed
 ROUTE_HEADERS = (h.H_ROUTE_ATTEMPT, h.H_ROUTE_OWED, h.H_ROUTE_TYPE, h.H_ROUTE_TENANT)
-_NOT_COPIED = (*ROUTE_HEADERS, h.H_DEAD_REASON, h.H_DEAD_AT, *h.RABBITMQ_DEATH_HEADERS)
+_NOT_COPIED = frozenset((*ROUTE_HEADERS, h.H_DEAD_REASON, h.H_DEAD_AT, *h.RABBITMQ_DEATH_HEADERS))
 
 
 @dataclass(frozen=True)
