@@ -122,9 +122,10 @@ class Publisher:
         with a catalog that rejects), UnroutableError, PublishError.
 
         An event that is not confirmed (nacked, or its connection lost while a node fails over) is sent again,
-        with the same id, until ``deadline`` seconds after its first send; only then is it a PublishError. A
-        re-send of an event that was in fact stored (its confirm lost with the connection) is a duplicate, which
-        receivers drop by ``webhook-id``. ``deadline=0`` sends once.
+        with the same id, until ``deadline`` seconds after its first send; only then is it a PublishError, and so
+        is a send still waiting for its confirm then (a node that keeps the link but never answers). A re-send of
+        an event that was in fact stored (its confirm lost with the connection) is a duplicate, which receivers
+        drop by ``webhook-id``. ``deadline=0`` sends once.
         """
         batch = _BATCH_TRACER.get()  # publish_many looked it up once for its whole batch
         tracer = tracing.tracer() if batch is None else batch[0]
@@ -289,15 +290,31 @@ class Publisher:
 async def resend_until_confirmed(send: Callable[[], Awaitable[None]], event_id: str, deadline: float) -> None:
     """``send()`` again after each nack or lost link (a node failing over), with pauses doubling from RESEND_PAUSE,
     until ``deadline`` seconds have passed: then the last error is raised. Other failures are answers (a returned
-    event, an exchange that does not exist) and raised at once. A send waiting for its confirm is not cut short:
-    a connection that hangs ends with the heartbeat, a lost link."""
+    event, an exchange that does not exist) and raised at once.
+
+    A send still waiting for its confirm at the deadline is given up (a PublishError, "not confirmed in N s"): a
+    node can keep the link alive, answering heartbeats, and never confirm (RabbitMQ 4.0 leaves a node resumed
+    after a pause past the net tick split from the others, and a publish there went unconfirmed until the node
+    was restarted: docs/cluster.md), so the heartbeat alone does not bound the wait. The publish frame itself is
+    never cut (aiormq writes it whole or not at all) and a confirm arriving later is dropped; the event may be
+    stored, which a send again with the same id turns into a duplicate that receivers drop. ``deadline=0``
+    sends once and waits for its answer however long."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + deadline
     pause = RESEND_PAUSE
     while True:
         try:
-            await send()
+            async with asyncio.timeout_at(give_up if deadline > 0 else None) as bound:
+                await send()
             return
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            raise PublishError(
+                f"event {event_id} not confirmed in {deadline:g} s: RabbitMQ kept the connection open but did not "
+                "answer (it may be stored; send it again with the same id)",
+                event_id,
+            ) from None
         except (Nacked, LinkLost) as exc:
             left = give_up - loop.time()
             if left <= 0:
