@@ -21,6 +21,7 @@ from tests.support.dead_letters import drain
 from tests.support.tcp_proxy import TcpProxy, through
 from warren.broker.amqp.confirm import LinkLost, Nacked
 from warren.broker.amqp.connection import connect
+from warren.broker.amqp.deadlines import Deadlines
 from warren.broker.applier import apply_setup
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
@@ -136,6 +137,26 @@ async def test_resend_stops_at_the_deadline_and_passes_other_failures_at_once() 
     with pytest.raises(Nacked):
         await resend_until_confirmed(nacked, "e1", 0)
     assert len(sends) == 1
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_that_never_answers_is_given_up_at_its_deadline_and_a_callers_cancel_passes_through() -> None:
+    never = asyncio.Event()
+
+    async def hangs() -> None:
+        await never.wait()  # a confirm that never comes, on a link that stays up
+
+    # Given two sends waiting on one publisher's deadlines, one with 30 s and one with 0.3 s
+    shared = Deadlines()
+    patient = asyncio.create_task(resend_until_confirmed(hangs, "e-long", 30, shared))
+    # When the short one's deadline passes, it is given up, named so
+    with pytest.raises(PublishError, match=r"e-short not confirmed in 0.3 s"):
+        await resend_until_confirmed(hangs, "e-short", 0.3, shared)
+    # Then the long one still waits, and its caller's own cancellation is a cancellation, not a PublishError
+    assert not patient.done()
+    patient.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await patient
 
 
 @pytest.fixture
