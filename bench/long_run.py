@@ -272,7 +272,8 @@ class Run:
                 memory = (await api.request("GET", f"nodes/{self.node.name}/memory"))["memory"]
                 # The quorum queues' WAL memtables (quorum_ets) and message bodies (binary): RabbitMQ holds
                 # them until the WAL rolls over at raft.wal_max_size_bytes.
-                self.memory = {k: round(memory[k] / 2**20, 1) for k in ("quorum_ets", "binary")}
+                # The whole breakdown (rabbitmq-diagnostics memory_breakdown's figures), MiB, to see what grows.
+                self.memory = {k: round(v / 2**20, 1) for k, v in memory.items() if isinstance(v, int | float)}
             await asyncio.sleep(10)
 
     def row(self, label: str) -> dict[str, Any]:
@@ -291,6 +292,7 @@ class Run:
             "broker_fds": fds(self.node.pid),
             "broker_quorum_ets_mib": self.memory.get("quorum_ets"),
             "broker_binary_mib": self.memory.get("binary"),
+            "broker_memory_mib": dict(sorted(self.memory.items(), key=lambda kv: -kv[1])),
             "queue_depth": self.depth,
             "queue_depth_min": self.min_depth,
         }

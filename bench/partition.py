@@ -203,8 +203,15 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
     workdir = workdir or Path(tempfile.mkdtemp(prefix="warren-partition-"))
     receiver = await FaultReceiver().start()
     workers: list[Process] = []
-    figures: dict[str, Any] = {"fault": fault, "events": events, "hold_s": hold}
+    figures: dict[str, Any] = {"fault": fault, "events": events, "hold_s": hold, "phases": {}}
     loop = asyncio.get_running_loop()
+    begun = loop.time()
+
+    def phase(name: str) -> None:
+        """When each step ended, seconds from the start: a run that overruns its bound says where (stderr, -s)."""
+        figures["phases"][name] = round(loop.time() - begun, 1)
+        print(f"[partition-run] {fault}: {name} at {figures['phases'][name]} s", file=sys.stderr, flush=True)
+
     try:
         async with fresh_vhost(BROKER) as vhost:
             prefix = f"f{uuid.uuid4().hex[:6]}"
@@ -219,7 +226,9 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                 kind = fault.removeprefix("isolate-") if fault.startswith("isolate-") else fault
                 kind = "isolate" if fault.startswith("isolate-") else kind
                 figures["faulted"] = f"warren{victim} ({'leaders' if victim == leader else 'no leaders'})"
+                phase("topology")
                 workers = await place_workers(path, workdir, prefix, victim)
+                phase("workers placed")
                 progress = [0]
                 started = loop.time()
                 publishing = asyncio.create_task(publish(config, events, progress))
@@ -227,13 +236,17 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                     await asyncio.sleep(0.05)
                 figures["published_before_fault"] = progress[0]
                 faulted_at = loop.time()
+                phase("fault applied")
                 await harness("fault", kind, str(victim), str(hold))
                 healed_at = loop.time()
+                phase("healed")
                 figures["restarted_by_harness"] = [
                     line for line in (await harness("await")).splitlines() if line.startswith("restarted")
                 ]
                 figures["whole_after_heal_s"] = round(loop.time() - healed_at, 1)
+                phase("whole")
                 outcome = await asyncio.wait_for(publishing, 300)
+                phase("published")
                 confirmed: set[str] = outcome["confirmed"]
                 figures["confirmed"] = len(confirmed)
                 figures["not_stored"] = outcome["not_stored"]
@@ -246,6 +259,7 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                         break
                     await asyncio.sleep(0.2)
                 figures["delivered_after_heal_s"] = round(loop.time() - healed_at, 1)
+                phase("delivered" if not any(missing.values()) else "delivery wait ended")
                 figures["fault_to_delivered_s"] = round(loop.time() - faulted_at, 1)
                 await asyncio.sleep(1.0)  # late duplicates, if any, are counted too
                 for name in ENDPOINTS:
@@ -259,6 +273,7 @@ async def fault_run(fault: str, events: int = 2000, hold: int = 20, workdir: Pat
                         break
                     await asyncio.sleep(1)
                 figures["left_in_queues"] = left
+                phase("queues checked")
                 figures["workers_alive"] = all(w.alive for w in workers)
                 figures["seconds"] = round(loop.time() - started, 1)
                 figures["workdir"] = str(workdir)

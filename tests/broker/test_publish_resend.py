@@ -12,14 +12,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 import pytest
 
 from tests.support.dead_letters import drain
+from tests.support.tcp_proxy import TcpProxy, through
 from warren.broker.amqp.confirm import LinkLost, Nacked
 from warren.broker.amqp.connection import connect
+from warren.broker.amqp.deadlines import Deadlines
 from warren.broker.applier import apply_setup
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
@@ -135,3 +137,83 @@ async def test_resend_stops_at_the_deadline_and_passes_other_failures_at_once() 
     with pytest.raises(Nacked):
         await resend_until_confirmed(nacked, "e1", 0)
     assert len(sends) == 1
+
+
+@pytest.mark.timeout(10)
+async def test_a_send_that_never_answers_is_given_up_at_its_deadline_and_a_callers_cancel_passes_through() -> None:
+    never = asyncio.Event()
+
+    async def hangs() -> None:
+        await never.wait()  # a confirm that never comes, on a link that stays up
+
+    # Given two sends waiting on one publisher's deadlines, one with 30 s and one with 0.3 s
+    shared = Deadlines()
+    patient = asyncio.create_task(resend_until_confirmed(hangs, "e-long", 30, shared))
+    # When the short one's deadline passes, it is given up, named so
+    with pytest.raises(PublishError, match=r"e-short not confirmed in 0.3 s"):
+        await resend_until_confirmed(hangs, "e-short", 0.3, shared)
+    # Then the long one still waits, and its caller's own cancellation is a cancellation, not a PublishError
+    assert not patient.done()
+    patient.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await patient
+
+
+@pytest.fixture
+async def sink(make_config: Callable[..., WarrenConfig]) -> WarrenConfig:
+    """An endpoint that takes ``order.*``, set up: what the proxy tests publish to."""
+    config = make_config([{"name": "sink", "url": "http://127.0.0.1:9/s", "events": ["order.*"]}])
+    await apply_setup(config)
+    return config
+
+
+@pytest.mark.timeout(60)
+async def test_a_publish_whose_confirm_never_comes_on_a_live_link_is_not_stored_at_its_deadline(
+    sink: WarrenConfig, amqp_url: str
+) -> None:
+    # Given a publisher whose node holds every frame from now on but keeps the link open (a node RabbitMQ left
+    # split after a pause: heartbeats flow there, confirms never come; a stalled proxy here, whose link lasts
+    # until the heartbeat gives up on it, about 33 s)
+    async with TcpProxy(urlsplit(amqp_url).port or 5672) as proxy:
+        connection = await connect(through(amqp_url, proxy.port), name=f"warren-stalled-{uuid.uuid4().hex[:8]}")
+        try:
+            publisher = await Publisher.open(connection, sink.broker.prefix)
+            proxy.stall()
+            # When it publishes with a 1 s deadline
+            with pytest.raises(PublishError, match=r"not confirmed in 1 s"):
+                await publisher.publish(Event("order.paid", {"n": 1}, id="e-stalled"), deadline=1.0)
+            # Then the event is reported as not stored while the link is still up: the deadline bounded the wait,
+            # not the heartbeat (without the bound it waited until the heartbeat gave the link up, about 33 s)
+            assert connection.connected.is_set(), "the publish waited until the link was lost"
+        finally:
+            proxy.resume()
+            await connection.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_publish_on_a_node_that_stops_answering_is_sent_again_on_the_next_one(
+    sink: WarrenConfig, amqp_url: str
+) -> None:
+    # Given a publisher on a robust connection over two nodes (proxies in front of the one broker)
+    live = urlsplit(amqp_url).port or 5672
+    async with TcpProxy(live) as first, TcpProxy(live) as second:
+        urls = [f"{through(amqp_url, p.port)}?reconnect_interval=0.2" for p in (first, second)]
+        connection = await connect(urls, name=f"warren-paused-{uuid.uuid4().hex[:8]}", timeout=5)
+        try:
+            publisher = await Publisher.open(connection, sink.broker.prefix)
+            nodes = {first.port: first, second.port: second}
+            on = connection.url.port
+            # When its node stops answering with the publish in flight (paused past the heartbeat's grace: aiormq
+            # gives the link up and cancels the confirms it still owed)
+            nodes[on].stall()
+            event_id = await publisher.publish(Event("order.paid", {"n": 2}, id="e-paused"), deadline=90)
+            # Then the publish was sent again on the other node and confirmed there (the cancelled confirm was a
+            # lost link, not a cancellation of the caller)
+            assert event_id == "e-paused"
+            assert connection.url.port != on
+        finally:
+            first.resume()
+            second.resume()
+            await connection.close()
+    messages = await drain(sink, names.work_queue(sink.broker.prefix, "sink"))
+    assert {m.message_id for m in messages} == {"e-paused"}

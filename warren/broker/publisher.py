@@ -18,6 +18,7 @@ from prometheus_client import Counter
 from warren import tracing
 from warren.broker.amqp.confirm import LinkLost, Nacked, Outgoing, one_at_a_time
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.deadlines import Deadlines
 from warren.broker.amqp.probe import missing
 from warren.broker.events import Event, event_body, event_headers, event_properties
 from warren.broker.publish_deadline import DEFAULT_DEADLINE
@@ -81,6 +82,7 @@ class Publisher:
         """``tenants`` names the tenants exchange; None when the broker has none (a topology set up before tenants).
         ``catalog``: events are checked against their type's schema first (``config.event_catalog()``)."""
         self._channel = channel
+        self._deadlines = Deadlines()  # one timer for every send waiting for its confirm (deadlines.py)
         self._catalog = catalog
         self._exchange = exchange
         self._tenants = tenants
@@ -120,9 +122,10 @@ class Publisher:
         with a catalog that rejects), UnroutableError, PublishError.
 
         An event that is not confirmed (nacked, or its connection lost while a node fails over) is sent again,
-        with the same id, until ``deadline`` seconds after its first send; only then is it a PublishError. A
-        re-send of an event that was in fact stored (its confirm lost with the connection) is a duplicate, which
-        receivers drop by ``webhook-id``. ``deadline=0`` sends once.
+        with the same id, until ``deadline`` seconds after its first send; only then is it a PublishError, and so
+        is a send still waiting for its confirm then (a node that keeps the link but never answers). A re-send of
+        an event that was in fact stored (its confirm lost with the connection) is a duplicate, which receivers
+        drop by ``webhook-id``. ``deadline=0`` sends once.
         """
         batch = _BATCH_TRACER.get()  # publish_many looked it up once for its whole batch
         tracer = tracing.tracer() if batch is None else batch[0]
@@ -172,6 +175,7 @@ class Publisher:
                     ),
                     event.id,
                     deadline,
+                    self._deadlines,
                 )
             except UnroutableError:
                 if event.tenant is None:
@@ -284,24 +288,54 @@ class Publisher:
         return report
 
 
-async def resend_until_confirmed(send: Callable[[], Awaitable[None]], event_id: str, deadline: float) -> None:
+async def resend_until_confirmed(
+    send: Callable[[], Awaitable[None]], event_id: str, deadline: float, deadlines: Deadlines | None = None
+) -> None:
     """``send()`` again after each nack or lost link (a node failing over), with pauses doubling from RESEND_PAUSE,
     until ``deadline`` seconds have passed: then the last error is raised. Other failures are answers (a returned
-    event, an exchange that does not exist) and raised at once. A send waiting for its confirm is not cut short:
-    a connection that hangs ends with the heartbeat, a lost link."""
+    event, an exchange that does not exist) and raised at once.
+
+    A send still waiting for its confirm at the deadline is given up (a PublishError, "not confirmed in N s"): a
+    node can keep the link alive, answering heartbeats, and never confirm (RabbitMQ 4.0 leaves a node resumed
+    after a pause past the net tick split from the others, and a publish there went unconfirmed until the node
+    was restarted: docs/cluster.md), so the heartbeat alone does not bound the wait. ``deadlines`` watches it (a
+    publisher's, one timer for all its sends; a fresh one when None). The publish frame itself is never cut
+    (aiormq writes it whole or not at all) and a confirm arriving later is dropped; the event may be stored,
+    which a send again with the same id turns into a duplicate that receivers drop. ``deadline=0`` sends once
+    and waits for its answer however long."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + deadline
+    watcher = deadlines or Deadlines()
+    watched = watcher.watch(give_up) if deadline > 0 else None
     pause = RESEND_PAUSE
-    while True:
-        try:
-            await send()
-            return
-        except (Nacked, LinkLost) as exc:
-            left = give_up - loop.time()
-            if left <= 0:
-                if deadline <= 0:
-                    raise
-                raise PublishError(f"{exc} (sent again for {deadline:g} s)", event_id) from exc
-            log.info("event %s not confirmed (%s); sending it again", event_id, exc, extra={"event_id": event_id})
-            await asyncio.sleep(min(pause, left))
-            pause = min(pause * 2, RESEND_PAUSE_MAX)
+    last: PublishError | None = None  # the last nack or lost link; None while a send waits for its answer
+    try:
+        while True:
+            try:
+                last = None
+                await send()
+                return
+            except (Nacked, LinkLost) as exc:
+                last = exc
+                left = give_up - loop.time()
+                if left <= 0:
+                    if deadline <= 0:
+                        raise
+                    raise PublishError(f"{exc} (sent again for {deadline:g} s)", event_id) from exc
+                log.info("event %s not confirmed (%s); sending it again", event_id, exc, extra={"event_id": event_id})
+                await asyncio.sleep(min(pause, left))
+                pause = min(pause * 2, RESEND_PAUSE_MAX)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if watched is None or not watched.expired or task is None or task.uncancel() > 0:
+            raise  # cancelled by its caller (too): passed on
+        if last is not None:  # the deadline came while pausing before a send again
+            raise PublishError(f"{last} (sent again for {deadline:g} s)", event_id) from last
+        raise PublishError(
+            f"event {event_id} not confirmed in {deadline:g} s: RabbitMQ kept the connection open but did not "
+            "answer (it may be stored; send it again with the same id)",
+            event_id,
+        ) from None
+    finally:
+        if watched is not None:
+            watcher.done(watched)

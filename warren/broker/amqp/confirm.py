@@ -105,6 +105,13 @@ async def _answered(
         raise Nacked(f"RabbitMQ refused {what} (nack)", event_id) from exc
     except LINK_ERRORS as exc:
         raise LinkLost(f"{what} not confirmed: connection to RabbitMQ lost ({describe(exc)})", event_id) from exc
+    except asyncio.CancelledError:
+        # aiormq cancels the confirms still owed when it gives a link up (a node that stopped answering: the
+        # heartbeat found it stuck). That is a lost link, not this task being cancelled, which is passed on.
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        raise LinkLost(f"{what} not confirmed: connection to RabbitMQ lost (its confirm cancelled)", event_id) from None
     except aiormq.exceptions.AMQPError as exc:  # e.g. the channel closed by the broker (a deleted exchange)
         raise PublishError(f"{what} not stored: RabbitMQ failed: {describe(exc)}", event_id) from exc
 
