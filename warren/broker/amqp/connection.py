@@ -15,8 +15,9 @@ up on a connection after three heartbeat periods without a frame, so with Rabbit
 answering without closing its links (paused by the OS, a VM migrated, cut off by a network fault that drops
 rather than resets) held every connection on it for about three minutes; at 10 s one moves on within about 33 s.
 
-Both install the aiormq close-ok workaround (``close_ok.answer_every_channel_close``, idempotent) before they
-open anything: explicitly, where every connection is made, rather than as a side effect of an import.
+Both install the aiormq close-ok workaround (``close_ok.answer_every_channel_close``) and the one-close fix
+(``close_once.close_once``), both idempotent, before they open anything: explicitly, where every connection is
+made, rather than as a side effect of an import.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractRobustConn
 from yarl import URL
 
 from warren.broker.amqp.close_ok import answer_every_channel_close
+from warren.broker.amqp.close_once import close_once
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 from warren.core.errors import BrokerUnavailable, describe
 from warren.core.redact import redact_url
@@ -94,7 +97,7 @@ def _reopened(channel: AbstractChannel) -> None:
 
 async def _close_again(channel: AbstractChannel) -> None:
     with contextlib.suppress(Exception):
-        await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
+        await within(uninterrupted(channel.close(), grace=0), REOPENED_CLOSE_TIMEOUT)
 
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
@@ -223,6 +226,7 @@ async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) ->
     """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
     after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
     answer_every_channel_close()
+    close_once()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for index, node in enumerate(order):
@@ -247,6 +251,7 @@ async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.
     behind the command's back and re-create consumers on channels the command no longer tracks.
     """
     answer_every_channel_close()
+    close_once()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for node in order:
