@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -60,7 +59,7 @@ from warren.broker.amqp.confirm import LINK_ERRORS
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.key_lanes import PartitionLanes
+from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
 from warren.consumers.park_link import PARK_ARGUMENTS, ParkLink
 from warren.core.deadlines import within
 from warren.core.errors import PublishError, UnroutableError, WarrenError, describe
@@ -260,7 +259,7 @@ class OrderedParks:
         answer does, and its lanes must be found by its tag (``lanes_of``) from the first."""
         channel = await self.link.open_channel()
         lanes = PartitionLanes(self._deliver, lambda: self._closed(name, channel))
-        tag = f"warren-park-{uuid.uuid4().hex}"
+        tag = new_consumer_tag()
         self._tags[tag] = lanes
         try:
             consumed = await uninterrupted(self._consume_on(channel, queue, lanes, tag))

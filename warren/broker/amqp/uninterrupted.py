@@ -21,7 +21,7 @@ __all__ = ["RPC_GRACE", "uninterrupted"]
 
 T = TypeVar("T")
 
-RPC_GRACE = 10.0  # seconds a cancelled caller waits for its command to end (aiormq's RPCs are heartbeat-bound)
+RPC_GRACE = 5.0  # seconds a cancelled caller waits for its command to end (then it goes on by itself)
 _RUNNING: set[asyncio.Future[Any]] = set()  # commands whose caller stopped waiting: kept until they end
 
 
