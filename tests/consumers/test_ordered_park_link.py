@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
-from urllib.parse import quote
 
 import aio_pika
 import pytest
 
 from tests.consumers.test_ordered_lanes import all_delivered, keyed, violations_at
 from tests.consumers.test_ordered_parks import admin, park_depth, two_in_one_lane, wait_gone
+from tests.support.connections import close_named
 from tests.support.receiver import Receiver, always
 from warren.broker.management import ManagementClient
 from warren.consumers.worker import Worker
@@ -41,15 +41,6 @@ async def until(check: Any, timeout: float, what: str) -> None:
         await asyncio.sleep(0.1)
 
 
-async def close_named(management: ManagementClient, name: str) -> bool:
-    """Close (from RabbitMQ's side) every connection named ``name``; whether there was one."""
-    connections = await management.request("GET", f"vhosts/{quote(management.vhost, safe='')}/connections") or []
-    mine = [c["name"] for c in connections if (c.get("client_properties") or {}).get("connection_name") == name]
-    for connection in mine:
-        await management.request("DELETE", f"connections/{quote(connection, safe='')}", allow_404=True)
-    return bool(mine)
-
-
 async def test_a_drain_whose_connection_rabbitmq_closes_starts_over_and_delivers_every_parked_event(
     make_config: Any, receiver: Receiver, publish: Any, management: ManagementClient
 ) -> None:
@@ -66,7 +57,7 @@ async def test_a_drain_whose_connection_rabbitmq_closes_starts_over_and_delivers
         await until(lambda: _consumed(config), 20, "the park queue was never drained")
         opened = link.opened
         # When RabbitMQ closes the parks' connection under the drain (as it closed the worker's in issue 34)
-        await until(lambda: close_named(management, link.name), 20, "the parks' connection was never listed")
+        await close_named(management, link.name)
         # and the endpoint is resumed
         await admin(config, "resume")
         # Then the drain starts over on a new connection: every parked event is delivered, each key in order,

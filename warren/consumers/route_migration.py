@@ -51,15 +51,19 @@ class RouteMigration:
             try:
                 channel = await connection.channel()
                 try:
-                    queue = await channel.declare_queue(names.route_queue(self.prefix), passive=True)
-                except aiormq.exceptions.ChannelNotFoundEntity:
-                    return  # none (a new deployment), or deleted once empty: nothing more to move
-                if not unbound:
-                    await self._unbind(channel, queue)
-                    unbound = True
-                if queue.declaration_result.message_count:
-                    await self._drain(connection, channel, publisher)
-                await close_channel(channel)
+                    try:
+                        queue = await channel.declare_queue(names.route_queue(self.prefix), passive=True)
+                    except aiormq.exceptions.ChannelNotFoundEntity:
+                        return  # none (a new deployment), or deleted once empty: nothing more to move
+                    if not unbound:
+                        await self._unbind(channel, queue)
+                        unbound = True
+                    if queue.declaration_result.message_count:
+                        await self._drain(connection, channel, publisher)
+                finally:
+                    # Closed on every path: a robust channel left open with the old queue declared on it would,
+                    # once that queue is deleted, fail every reconnect of the worker's connection (park_link.py).
+                    await close_channel(channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the link, most likely: try again next round

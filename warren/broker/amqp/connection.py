@@ -168,6 +168,28 @@ def nodes_text(nodes: Nodes) -> str:
     return "any of [" + ", ".join(redact_url(url) for url in nodes) + "]"
 
 
+class _RobustChannel(aio_pika.RobustChannel):
+    """aio-pika's robust channel, closed rather than failing its connection's reconnect when what it restores is gone.
+
+    On a reconnect aio-pika restores every channel with the queues declared on it. One whose queue is gone by
+    then (deleted while the link was down, or a channel left open after its queue's consumer went) fails with
+    NOT_FOUND, and aio-pika closes the new connection and tries again, every ``reconnect_interval``, for ever:
+    every channel of the process then fails with "closed" until a restart (aio-pika 10.2.1; issue 34). Such a
+    channel is closed instead, for its owner to find closed, and the connection comes back for all the others.
+    (aio-pika retries a NOT_FOUND after the other channels, for a queue bound to an exchange another channel
+    declares: no channel of Warren's declares an exchange; they exist from ``warren setup``.)
+    """
+
+    async def restore(self, channel: Any = None) -> None:
+        try:
+            await super().restore()
+        except aiormq.exceptions.ChannelNotFoundEntity as exc:
+            log.warning("on reconnect: %s; that channel is closed, the connection restored without it", describe(exc))
+            closing(self)
+            with contextlib.suppress(Exception):
+                await self.close()
+
+
 class _RobustConnection(aio_pika.RobustConnection):
     """aio-pika's robust connection, failing over between nodes, and closed when its first connect fails.
 
@@ -180,6 +202,8 @@ class _RobustConnection(aio_pika.RobustConnection):
     (it logs "cancelled. Reconnecting" and swallows further cancellations): a process told to stop while
     RabbitMQ hangs its handshake would then never exit.
     """
+
+    CHANNEL_CLASS = _RobustChannel
 
     def __init__(self, url: URL, *, nodes: Sequence[str] = (), **kwargs: Any) -> None:
         self._nodes = [URL(node) for node in nodes] or [URL(url)]
