@@ -35,7 +35,8 @@ Which park queues to drain is learnt, not polled for: the queue of every copy pa
 an endpoint becomes an ordered lane endpoint here (its live announcement: a move declares its queues before it),
 one look for its moved and park queues. What no event can tell is a park queue whose drainer stopped (a
 crash) while nothing of E comes any more: a slow sweep looks for those, one endpoint at a time, ``SWEEP_EVERY``
-seconds for all of them (docs/architecture.md, "A held endpoint").
+seconds for all of them and never more than one look every ``LOOK_GAP`` seconds (docs/architecture.md,
+"A held endpoint").
 
 Every command on park queues goes over the parks' own connection (park_link.py), which a lost link replaces:
 a drain that loses it starts over on the next.
@@ -73,7 +74,8 @@ log = logging.getLogger("warren.worker")
 PARK_FAILURES: tuple[type[BaseException], ...] = (WarrenError, *LINK_ERRORS, aiormq.exceptions.AMQPError)
 
 DRAIN_TICK = 1.0  # seconds between two looks of a drain (lock, emptiness)
-SWEEP_EVERY = 60.0  # seconds a sweep takes to look once at every ordered lane endpoint served here
+SWEEP_EVERY = 60.0  # seconds a sweep takes to look once at every ordered lane endpoint served here (at least)
+LOOK_GAP = 0.1  # seconds between two looks of a sweep, at least: 10 passive declares a second at most
 RETURN_WAIT = 30.0  # seconds a drain waits for its lanes to hand back before looking again
 
 
@@ -331,19 +333,21 @@ class OrderedParks:
         return built + [name for name, e in list(deferred.items()) if getattr(e, "ordering", None) == "key"]
 
     async def _discover(self) -> None:
-        """One look at start for every ordered lane endpoint served here, then a slow sweep: a park queue whose
-        drainer stopped while nothing of its endpoint comes any more is known to no event (module docstring)."""
-        for name in self._ordered_served():
-            await self._look(name)
+        """Look at every ordered lane endpoint served here at start (a look every ``LOOK_GAP`` seconds), then in a
+        slow sweep: a park queue whose drainer stopped while nothing of its endpoint comes any more is known to no
+        event (module docstring). At most one look every ``LOOK_GAP`` seconds, however many endpoints."""
+        first = True
         while self.running:
             served = self._ordered_served()
             if not served:
                 await asyncio.sleep(SWEEP_EVERY)
                 continue
+            gap = LOOK_GAP if first else max(SWEEP_EVERY / len(served), LOOK_GAP)
             for name in served:
-                await asyncio.sleep(SWEEP_EVERY / len(served))
                 if self.running and name not in self._drains:
                     await self._look(name)
+                await asyncio.sleep(gap)
+            first = False
 
     async def close(self, grace: float) -> None:
         self.running = False
