@@ -1,5 +1,6 @@
 """A robust connection comes back when a queue declared on one of its channels is gone
-(warren/broker/amqp/connection.py, ``_RobustChannel``): that channel is closed, the others are restored."""
+(warren/broker/amqp/connection.py, ``_RobustChannel``): the channel is restored without it, and its consumer
+comes back once the queue is declared again."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from tests.support.connections import close_named
 from warren.broker.amqp.connection import connect, connect_once
 from warren.broker.management import ManagementClient
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(90)
 
 
 async def _ignore(message: object) -> None:
     """A consumer that takes nothing (the queue stays empty)."""
 
 
-async def test_a_robust_connection_comes_back_without_the_channel_whose_queue_is_gone(
+async def test_a_robust_connection_comes_back_and_consumes_a_queue_gone_meanwhile_once_it_is_back(
     amqp_url: str, management: ManagementClient, prefix: str
 ) -> None:
     # Given a robust connection consuming a queue on one channel, with a second channel beside it
@@ -47,10 +48,17 @@ async def test_a_robust_connection_comes_back_without_the_channel_whose_queue_is
                 except Exception:
                     pass
             assert asyncio.get_running_loop().time() < deadline, "the connection never came back"
-        # with the channel beside it working, and the one whose queue went closed
-        assert consuming.is_closed
         fresh = await connection.channel()
         await fresh.declare_queue("", exclusive=True)
+        # and once the queue is declared again (as `warren setup` does), its consumer is back, on the same channel
+        await admin.declare_queue(f"{prefix}.gone", durable=True)
+        while True:
+            await asyncio.sleep(0.2)
+            declared = await admin.declare_queue(f"{prefix}.gone", passive=True)
+            if declared.declaration_result.consumer_count == 1:
+                break
+            assert asyncio.get_running_loop().time() < deadline + 20, "its consumer never came back"
+        assert not consuming.is_closed
     finally:
         await other.close()
         await connection.close()

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import socket
 import weakref
 from collections.abc import Sequence
@@ -168,26 +169,46 @@ def nodes_text(nodes: Nodes) -> str:
     return "any of [" + ", ".join(redact_url(url) for url in nodes) + "]"
 
 
+_MISSING_QUEUE = re.compile(r"no queue '(.*)' in vhost")
+
+
 class _RobustChannel(aio_pika.RobustChannel):
-    """aio-pika's robust channel, closed rather than failing its connection's reconnect when what it restores is gone.
+    """aio-pika's robust channel, restored without a queue that is gone rather than failing its connection's
+    reconnect.
 
     On a reconnect aio-pika restores every channel with the queues declared on it. One whose queue is gone by
-    then (deleted while the link was down, or a channel left open after its queue's consumer went) fails with
-    NOT_FOUND, and aio-pika closes the new connection and tries again, every ``reconnect_interval``, for ever:
-    every channel of the process then fails with "closed" until a restart (aio-pika 10.2.1; issue 34). Such a
-    channel is closed instead, for its owner to find closed, and the connection comes back for all the others.
-    (aio-pika retries a NOT_FOUND after the other channels, for a queue bound to an exchange another channel
-    declares: no channel of Warren's declares an exchange; they exist from ``warren setup``.)
+    then (deleted while the link was down, or while its consumer waited for it) fails with NOT_FOUND, and
+    aio-pika closes the new connection and tries again, every ``reconnect_interval``, for ever: every channel of
+    the process then fails with "closed" until a restart (aio-pika 10.2.1; issue 34). Such a queue is left out
+    of the restore and kept: its consumer is then one RabbitMQ cancelled, which aio-pika consumes again, with the
+    same tag, once the queue exists (it probes it every ``reconnect_interval``). A NOT_FOUND that names no queue
+    of the channel closes the channel instead. (aio-pika retries a NOT_FOUND after the other channels, for a
+    queue bound to an exchange another channel declares: no channel of Warren's declares an exchange.)
     """
 
     async def restore(self, channel: Any = None) -> None:
+        missing: dict[str, Any] = {}
         try:
-            await super().restore()
-        except aiormq.exceptions.ChannelNotFoundEntity as exc:
-            log.warning("on reconnect: %s; that channel is closed, the connection restored without it", describe(exc))
-            closing(self)
-            with contextlib.suppress(Exception):
-                await self.close()
+            while True:
+                try:
+                    await super().restore()
+                    return
+                except aiormq.exceptions.ChannelNotFoundEntity as exc:
+                    found = _MISSING_QUEUE.search(str(exc))
+                    name = found.group(1) if found else None
+                    if name is None or name not in self._queues or name in missing:
+                        log.warning("on reconnect: %s; that channel is closed", describe(exc))
+                        closing(self)
+                        with contextlib.suppress(Exception):
+                            await self.close()
+                        return
+                    log.warning("on reconnect: queue %s is missing; consumed again once it exists", name)
+                    missing[name] = self._queues.pop(name)
+        finally:
+            for name, queues in missing.items():
+                self._queues[name] |= queues
+            if missing and isinstance(self._connection, aio_pika.RobustConnection):
+                self._connection._request_recovery()  # its probe of what is missing, every reconnect_interval
 
 
 class _RobustConnection(aio_pika.RobustConnection):
