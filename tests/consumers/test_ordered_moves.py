@@ -84,15 +84,6 @@ async def exists(config: WarrenConfig, queue: str) -> bool:
         await connection.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect, found on a loaded clean-clone CI run (1 of 3 runs): during the move a declare of the park "
-    "drainer was cancelled mid-RPC; RabbitMQ then closed the worker's connection (504 CHANNEL_ERROR - expected "
-    "'channel.open') and the drainer kept a closed connection ('draining <prefix>.lane.park.<name>: connection closed; "
-    "trying again' for 60 s): the events published after the move waited in the park queue, undelivered until a "
-    "restart (stored, not lost). Passes when that race is not hit. To fix: no RPC cancelled mid-flight in "
-    "warren/consumers/ordered_parks.py, and a drainer that reopens on a new connection.",
-)
 async def test_an_ordered_endpoint_moved_onto_the_ordered_lanes_mid_stream_keeps_every_event_and_each_key_in_order(
     make_config: Any, receiver: Receiver, publish: Any
 ) -> None:

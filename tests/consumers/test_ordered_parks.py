@@ -191,7 +191,7 @@ async def test_a_copy_its_gate_refused_is_parked_even_before_its_runner_knows_it
 ) -> None:
     # Given an ordered lane endpoint whose circuit opens on its first failure, for a minute, and whose runner's
     # own flags lag its gate (as they do until a callback of the loop runs: here, forever), and a lane-mate
-    monkeypatch.setattr(OrderedParks, "held", staticmethod(lambda runner: False))
+    monkeypatch.setattr(OrderedParks, "held", lambda self, name: False)
     receiver.behaviour = lambda r, request, body: Reply(503) if request.path == "/hook/held" else Reply(200)
     circuit = {"consecutive_failures": 1, "cooldown": "60s", "min_requests": 1000}
     config: WarrenConfig = make_config(

@@ -45,6 +45,7 @@ from warren.broker import wire
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.probe import QueueProbe
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.broker.endpoint_records import EndpointRecord
 from warren.broker.live_layout import Layout
 from warren.broker.live_remove import delete_exchange, retire
@@ -153,7 +154,7 @@ async def _move(connection: AbstractConnection, source: str, destination: str, e
             except TimeoutError:
                 depth = await probe.depth(source)
                 if depth is None or (not depth.ready and arrived.empty()):
-                    await queue.cancel(tag)
+                    await uninterrupted(queue.cancel(tag))
                     break
                 continue
             headers = {**wire.untouched_headers(message), wire.H_ENDPOINT: endpoint}

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.consumers.key_lanes import Apart, PartitionLanes, lane_key
+from warren.broker.amqp.uninterrupted import uninterrupted
+from warren.consumers.key_lanes import Apart, PartitionLanes, lane_key, new_consumer_tag
 from warren.core.deadlines import within
 from warren.core.errors import describe
 
@@ -109,18 +110,20 @@ class ClaimedPartitions:
                 return
             channel = await self._connection.channel()
             try:
-                await channel.set_qos(prefetch_count=self.prefetch)
-                queue = await channel.get_queue(name, ensure=True)
+                await uninterrupted(channel.set_qos(prefetch_count=self.prefetch))
+                queue = await uninterrupted(channel.get_queue(name, ensure=True))
                 lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key, apart=self.apart)
                 self._lanes[name], self._channels[name] = lanes, channel
-                tag = await queue.consume(lanes.dispatch)
+                tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes
+                self._tags = {t: q for t, q in self._tags.items() if q != name}
+                self._tags[tag] = name
+                await uninterrupted(queue.consume(lanes.dispatch, consumer_tag=tag))
             except BaseException:
                 self._lanes.pop(name, None)
                 self._channels.pop(name, None)
+                self._tags = {t: q for t, q in self._tags.items() if q != name}
                 await close_channel(channel)
                 raise
-            self._tags = {t: q for t, q in self._tags.items() if q != name}
-            self._tags[tag] = name
 
     async def _returned(self, name: str, lanes: PartitionLanes) -> None:
         if self._lanes.get(name) is not lanes:

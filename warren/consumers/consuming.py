@@ -20,8 +20,9 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.claimed_partitions import consume_again
-from warren.consumers.key_lanes import PartitionLanes
+from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
 from warren.core.deadlines import within
 from warren.topology.config import Endpoint
 
@@ -59,8 +60,10 @@ class EndpointConsumers:
         self._connection = connection
         if not self.ordered:
             self._consume_channel = await connection.channel()
-            await self._consume_channel.set_qos(prefetch_count=self.endpoint.concurrency)
-            self._queues[self.queue_names[0]] = await self._consume_channel.get_queue(self.queue_names[0], ensure=True)
+            await uninterrupted(self._consume_channel.set_qos(prefetch_count=self.endpoint.concurrency))
+            self._queues[self.queue_names[0]] = await uninterrupted(
+                self._consume_channel.get_queue(self.queue_names[0], ensure=True)
+            )
 
     async def start_consuming(self) -> None:
         """Consume every assigned queue (all of this endpoint's unless partition claims assign fewer)."""
@@ -76,27 +79,34 @@ class EndpointConsumers:
         async with self._consume_locks.setdefault(name, asyncio.Lock()):
             if name in self._consumer_tags:
                 return  # consumed already, or being handed back (consumed again once its channel is closed)
-            if not self.ordered:
-                tag = await self._queues[name].consume(self._on_message)
-            else:
-                tag = await self._consume_partition(name)
-            self._consumer_tags[name] = tag
-            self._tag_queue[tag] = name
+            tag = new_consumer_tag()  # known before the consume: its first deliveries are accepted (key_lanes.py)
+            self._consumer_tags[name], self._tag_queue[tag] = tag, name
+            try:
+                if not self.ordered:
+                    await uninterrupted(self._queues[name].consume(self._on_message, consumer_tag=tag))
+                else:
+                    await self._consume_partition(name, tag)
+            except BaseException:
+                if self._consumer_tags.get(name) == tag:
+                    del self._consumer_tags[name]
+                raise
 
-    async def _consume_partition(self, name: str) -> str:
+    async def _consume_partition(self, name: str, tag: str) -> None:
         """A partition gets a channel of its own: its prefetch is the window its key lanes share."""
         assert self._connection is not None
         channel = await self._connection.channel()
         try:
-            await channel.set_qos(prefetch_count=self.endpoint.partition_prefetch)
-            queue = await channel.get_queue(name, ensure=True)
+            await uninterrupted(channel.set_qos(prefetch_count=self.endpoint.partition_prefetch))
+            queue = await uninterrupted(channel.get_queue(name, ensure=True))
             lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
-            tag = await queue.consume(lanes.dispatch)
+            self._partition_channels[name], self._queues[name], self._lanes[name] = channel, queue, lanes
+            await uninterrupted(queue.consume(lanes.dispatch, consumer_tag=tag))
         except BaseException:
+            if self._partition_channels.get(name) is channel:
+                self._lanes.pop(name, None)
+                self._partition_channels.pop(name, None)
             await close_channel(channel)  # never left open beside the next try's
             raise
-        self._partition_channels[name], self._queues[name], self._lanes[name] = channel, queue, lanes
-        return tag
 
     async def _returned(self, name: str, lanes: PartitionLanes) -> None:
         """A handed-back partition has no lane running: close its channel, consume again if still served."""
@@ -130,7 +140,7 @@ class EndpointConsumers:
         tag = self._consumer_tags.pop(name, None)
         if tag is not None:
             with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await self._queues[name].cancel(tag)
+                await uninterrupted(self._queues[name].cancel(tag))
         return None
 
     async def assign(self, name: str) -> None:

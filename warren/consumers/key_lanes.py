@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -36,13 +37,20 @@ from warren.core.deadlines import within
 from warren.core.errors import describe
 from warren.topology.headers import H_KEY
 
-__all__ = ["Apart", "PartitionLanes", "lane_key"]
+__all__ = ["Apart", "PartitionLanes", "lane_key", "new_consumer_tag"]
 
 log = logging.getLogger("warren.worker")
 
 Handler = Callable[[AbstractIncomingMessage], Awaitable[None]]
 # A message's handling apart from its key's lane, or None: it joins the lane (``PartitionLanes.dispatch``).
 Apart = Callable[[AbstractIncomingMessage], Coroutine[Any, Any, None] | None]
+
+
+def new_consumer_tag() -> str:
+    """A consumer tag chosen before the consume, so that its deliveries find their lanes by it from the first: a
+    delivery can be handled before the consume's answer is back with its caller (one more task in between, as
+    an uninterrupted consume has, was enough for a park queue's first deliveries to find no lanes)."""
+    return f"warren.{uuid.uuid4().hex}"
 
 
 def lane_key(message: AbstractIncomingMessage) -> str:

@@ -27,6 +27,7 @@ from warren.consumers.lane_runners import Runners
 from warren.consumers.lanes import LaneConsumer, LaneRunner, SharedHomeRunner
 from warren.consumers.ordered_lanes import OrderedLaneRunner, OrderedLanes
 from warren.consumers.ordered_parks import OrderedParks
+from warren.consumers.park_link import ParkLink
 from warren.consumers.partition_claims import PartitionClaims
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
@@ -59,7 +60,8 @@ class LaneStage:
             config.delivery.ordered_hold_limit,
             lanes=lanes.count,
         )
-        self.parks = self.ordered.parks = OrderedParks(prefix, lanes.prefetch, runners, hooks, known)
+        link = ParkLink(config.broker.urls)  # the parks' own connection (park_link.py)
+        self.parks = self.ordered.parks = OrderedParks(prefix, lanes.prefetch, runners, hooks, known, link)
         self.router = LaneRouter(
             prefix,
             lanes.count,
@@ -170,7 +172,7 @@ class LaneStage:
         self.runners.build = self.build
         await self.consumer.start(connection, delay_levels(self.config))
         self.ordered.open(connection)
-        self.parks.open(connection, self.ordered.publisher)
+        self.parks.open(self.ordered.publisher)
         await self.router.start(connection)
         for claims in self.claims:  # the ordered lanes first: their copies wait for nobody else
             await claims.start()

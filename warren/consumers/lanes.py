@@ -38,6 +38,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
@@ -220,9 +221,9 @@ class LaneConsumer:
         await self.settler.open(connection, self.prefix)
         for lane in self.lanes:
             lane.channel = await connection.channel()
-            await lane.channel.set_qos(prefetch_count=self.prefetch)
-            lane.queue = await lane.channel.get_queue(lane.name, ensure=True)
-            lane.tag = await lane.queue.consume(functools.partial(self._on_message, lane))
+            await uninterrupted(lane.channel.set_qos(prefetch_count=self.prefetch))
+            lane.queue = await uninterrupted(lane.channel.get_queue(lane.name, ensure=True))
+            lane.tag = await uninterrupted(lane.queue.consume(functools.partial(self._on_message, lane)))
 
     async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()
@@ -339,7 +340,7 @@ class LaneConsumer:
         for lane in self.lanes:
             if lane.queue is not None and lane.tag is not None:
                 with contextlib.suppress(Exception):
-                    await lane.queue.cancel(lane.tag)
+                    await uninterrupted(lane.queue.cancel(lane.tag))
 
     async def close(self, grace: float) -> None:
         """Wait up to ``grace`` for the messages being handled, send their acks, close the lanes' channels."""

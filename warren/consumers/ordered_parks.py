@@ -26,6 +26,20 @@ What a lane consumer knows of E's park queue is per claimed lane (``PartitionLan
 lane puts that lane's keys into the park queue, so "not parked" learnt while consuming this lane (a passive
 declare, or a returned publish) stays true for its keys until this consumer parks one of them itself; a new
 consumer of the lane starts knowing nothing and asks RabbitMQ (a passive declare) with its first copy of E.
+
+"Held" is what E's gate says (``DeliveryHooks.parks``: the endpoint's ``EndpointGuard.parks``), never the runner's
+own flags, which follow the gate a loop callback later. A copy its gate refuses between the two looks is parked
+on the next turn (``refused``, ordered_lanes.py).
+
+Which park queues to drain is learnt, not polled for: the queue of every copy parked here; at start, and whenever
+an endpoint becomes an ordered lane endpoint here (its live announcement: a move declares its queues before it),
+one look for its moved and park queues. What no event can tell is a park queue whose drainer stopped (a
+crash) while nothing of E comes any more: a slow sweep looks for those, one endpoint at a time, ``SWEEP_EVERY``
+seconds for all of them and never more than one look every ``LOOK_GAP`` seconds (docs/architecture.md,
+"A held endpoint").
+
+Every command on park queues goes over the parks' own connection (park_link.py), which a lost link replaces:
+a drain that loses it starts over on the next.
 """
 
 from __future__ import annotations
@@ -38,23 +52,31 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from warren.broker import wire
 from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.confirm import LINK_ERRORS
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.key_lanes import PartitionLanes
-from warren.core.errors import UnroutableError, describe
+from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
+from warren.consumers.park_link import PARK_ARGUMENTS, ParkLink
+from warren.core.deadlines import within
+from warren.core.errors import PublishError, UnroutableError, WarrenError, describe
 from warren.topology import names
 
-__all__ = ["OrderedParks"]
+__all__ = ["PARK_ARGUMENTS", "OrderedParks"]
 
 log = logging.getLogger("warren.worker")
 
+# What reaching a park queue can fail with: the link (its connection made again next time) or RabbitMQ.
+PARK_FAILURES: tuple[type[BaseException], ...] = (WarrenError, *LINK_ERRORS, aiormq.exceptions.AMQPError)
+
 DRAIN_TICK = 1.0  # seconds between two looks of a drain (lock, emptiness)
-DISCOVER_EVERY = 10.0  # seconds between two looks for park queues of the ordered lane endpoints served here
-PARK_ARGUMENTS: dict[str, Any] = {"x-queue-type": "classic"}
+SWEEP_EVERY = 60.0  # seconds a sweep takes to look once at every ordered lane endpoint served here (at least)
+LOOK_GAP = 0.1  # seconds between two looks of a sweep, at least: 10 passive declares a second at most
+RETURN_WAIT = 30.0  # seconds a drain waits for its lanes to hand back before looking again
 
 
 def _ordered_lane_runner(runner: Any) -> bool:
@@ -66,24 +88,32 @@ class OrderedParks:
     """The park queues this worker parks into and drains. ``runners`` is the worker's map of runners."""
 
     def __init__(
-        self, prefix: str, prefetch: int, runners: Mapping[str, Any], hooks: DeliveryHooks, known: Callable[[str], bool]
+        self,
+        prefix: str,
+        prefetch: int,
+        runners: Mapping[str, Any],
+        hooks: DeliveryHooks,
+        known: Callable[[str], bool],
+        link: ParkLink,
     ) -> None:
         self.prefix, self.prefetch = prefix, prefetch
         self.known = known  # whether an endpoint is (still) routed to: a removed one's drain stops
         self.runners, self.hooks = runners, hooks
         self.publisher: ConfirmChannel | None = None
-        self._connection: AbstractRobustConnection | None = None
+        self.link = link
         self._known: weakref.WeakKeyDictionary[PartitionLanes, dict[str, bool]] = weakref.WeakKeyDictionary()
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._draining: dict[str, PartitionLanes] = {}  # endpoint -> the lanes of its park queue's channel here
         self._tags: dict[str, PartitionLanes] = {}
         self._declared: set[str] = set()
         self._discovery: asyncio.Task[None] | None = None
+        self._looks: set[asyncio.Task[None]] = set()
+        self._looking: set[str] = set()
         self._ended: weakref.WeakSet[PartitionLanes] = weakref.WeakSet()  # moved queues' channels past the marker
         self.running = False
 
-    def open(self, connection: AbstractRobustConnection, publisher: ConfirmChannel) -> None:
-        self._connection, self.publisher, self.running = connection, publisher, True
+    def open(self, publisher: ConfirmChannel) -> None:
+        self.publisher, self.running = publisher, True
         self._discovery = asyncio.get_running_loop().create_task(self._discover())
 
     def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
@@ -91,13 +121,15 @@ class OrderedParks:
 
     def forget(self, name: str) -> None:
         """Forget what the lanes learnt of ``name``'s park queue: it is (again) an ordered lane endpoint here, and
-        a move may have declared its park queue meanwhile (live_demote_ordered.py)."""
+        a move may have declared its park queue meanwhile (live_demote_ordered.py): look for it once."""
         for known in self._known.values():
             known.pop(name, None)
+        if self.running:
+            self._look_soon(name)
 
-    @staticmethod
-    def held(runner: Any) -> bool:
-        return not runner._accepting or runner.paused_reason is not None
+    def held(self, name: str) -> bool:
+        """Whether ``name``'s gate holds it (paused, disabled, throttled, circuit open, or the worker stopping)."""
+        return self.hooks.parks(name)
 
     async def divert(
         self, lanes: PartitionLanes, name: str, runner: Any, message: AbstractIncomingMessage, refused: bool = False
@@ -108,13 +140,16 @@ class OrderedParks:
         assert self.publisher is not None
         known = self._known.setdefault(lanes, {})
         for _ in range(3):
-            held = refused or self.held(runner)
-            if not held and known.get(name) is None:  # this lane's consumer parked nothing of it yet: ask RabbitMQ
-                known[name] = await self._exists(names.ordered_park_queue(self.prefix, name))
+            held = refused or self.held(name)
+            try:
+                if not held and known.get(name) is None:  # this lane's consumer parked nothing of it yet: ask
+                    known[name] = await self.link.count(names.ordered_park_queue(self.prefix, name)) is not None
+                if held:
+                    await self._declare(name)
+            except PARK_FAILURES as exc:
+                raise PublishError(f"the park queue of {name} could not be reached: {describe(exc)}") from exc
             if not held and known.get(name) is False:
                 return False
-            if held:
-                await self._declare(name)
             try:
                 onward = wire.onward(message, wire.untouched_headers(message))
                 await self.publisher.publish(
@@ -137,14 +172,7 @@ class OrderedParks:
     async def _declare(self, name: str) -> None:
         if name in self._declared:
             return
-        assert self._connection is not None
-        channel = await self._connection.channel()
-        try:
-            await channel.declare_queue(
-                names.ordered_park_queue(self.prefix, name), durable=True, arguments=PARK_ARGUMENTS
-            )
-        finally:
-            await close_channel(channel)
+        await self.link.declare(names.ordered_park_queue(self.prefix, name))
         self._declared.add(name)
 
     def drain(self, name: str) -> None:
@@ -165,17 +193,17 @@ class OrderedParks:
         """Drain ``queue`` (one worker at a time: its drain lock); True once it is gone, False when stopping."""
         while self.running:
             try:
-                lock = await self._lock(queue)
+                lock = await self.link.lock(queue)
                 if lock is None:
                     await asyncio.sleep(DRAIN_TICK * 2)
-                    if not await self._exists(queue):
+                    if await self.link.count(queue) is None:
                         return True
                     continue
                 try:
-                    if await self._drain_held(name, queue):
+                    if await self._drain_held(name, queue, lock):
                         return True
                 finally:
-                    await self._unlock(lock, queue)
+                    await self.link.unlock(lock, queue)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -183,57 +211,79 @@ class OrderedParks:
                 await asyncio.sleep(DRAIN_TICK)
         return False
 
-    async def _drain_held(self, name: str, queue: str) -> bool:
+    async def _drain_held(self, name: str, queue: str, lock: AbstractChannel) -> bool:
         """Drain ``queue`` holding its lock; True once it is deleted (or gone)."""
         moved = queue == names.ordered_moved_queue(self.prefix, name)
         while self.running:
-            lanes = await self._consume(name, queue)
-            if lanes is None:
+            consumed = await self._consume(name, queue)
+            if consumed is None:
                 return True  # gone
+            lanes, channel = consumed
             while self.running and not lanes.returning:
                 await asyncio.sleep(DRAIN_TICK)
+                if channel.is_closed or lock.is_closed:  # the link went (or RabbitMQ closed one): start over
+                    await lanes.hand_back_now()
+                    raise ConnectionError(f"the channel of {queue} or of its lock was closed")
                 if not self.known(name):  # removed: its removal deletes the queue once its consumers left
                     await lanes.hand_back_now()
                     return True
                 runner = self.runners.get(name)
-                if not _ordered_lane_runner(runner) or self.held(runner) or lanes.busy:
+                if not _ordered_lane_runner(runner) or self.held(name) or lanes.busy:
                     continue
                 if moved and lanes not in self._ended:
                     continue  # the mover has not written its last message yet: more may come
-                if await self._count(queue) == 0 and not lanes.busy:
+                if await self.link.count(queue) == 0 and not lanes.busy:
                     break
             if moved and lanes in self._ended and not lanes.returning:
                 # Everything before the end marker is settled and the marker is unacked: the delete (if-empty
                 # counts ready messages only) takes the marker with the queue, so no crash leaves it empty and
                 # markless (which would hold the park queue for ever).
                 await lanes.acks.flush()
-                if await self._delete_if_empty(queue):
+                if await self.link.delete_if_empty(queue):
                     await lanes.hand_back_now()
                     log.info("moved queue %s delivered and deleted", queue)
                     return True
             await lanes.hand_back_now()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lanes.returned.wait(), 30)
+                await within(lanes.returned.wait(), RETURN_WAIT)
             if not self.running:
                 return False
-            if not moved and await self._delete_if_empty(queue):
+            if not moved and await self.link.delete_if_empty(queue):
                 log.info("park queue %s drained and deleted", queue)
                 self._declared.discard(name)
                 return True
         return False
 
-    async def _consume(self, name: str, queue: str) -> PartitionLanes | None:
-        assert self._connection is not None
-        channel = await self._connection.channel()
+    async def _consume(self, name: str, queue: str) -> tuple[PartitionLanes, AbstractChannel] | None:
+        """Consume ``queue`` on a channel of its own: its lanes and that channel; None when it is gone.
+
+        The consumer tag is chosen, and known here, before the consume: a delivery can come before the consume's
+        answer does, and its lanes must be found by its tag (``lanes_of``) from the first."""
+        channel = await self.link.open_channel()
+        lanes = PartitionLanes(self._deliver, lambda: self._closed(name, channel))
+        tag = new_consumer_tag()
+        self._tags[tag] = lanes
+        try:
+            consumed = await uninterrupted(self._consume_on(channel, queue, lanes, tag))
+        except BaseException:
+            self._tags.pop(tag, None)
+            await close_channel(channel)
+            raise
+        if not consumed:
+            self._tags.pop(tag, None)
+            await close_channel(channel)
+            return None
+        self._draining[name] = lanes
+        return lanes, channel
+
+    async def _consume_on(self, channel: AbstractChannel, queue: str, lanes: PartitionLanes, tag: str) -> bool:
         await channel.set_qos(prefetch_count=self.prefetch)
         try:
             q = await channel.get_queue(queue, ensure=True)
         except aiormq.exceptions.ChannelNotFoundEntity:
-            return None
-        lanes = PartitionLanes(self._deliver, lambda: self._closed(name, channel))
-        tag = await q.consume(lanes.dispatch)
-        self._tags[tag], self._draining[name] = lanes, lanes
-        return lanes
+            return False
+        await q.consume(lanes.dispatch, consumer_tag=tag)
+        return True
 
     async def _closed(self, name: str, channel: AbstractChannel) -> None:
         self._tags = {t: lanes for t, lanes in self._tags.items() if lanes is not self._draining.get(name)}
@@ -255,62 +305,54 @@ class OrderedParks:
         if runner is not None and _ordered_lane_runner(runner):
             await runner.deliver(message)
 
-    async def _lock(self, queue: str) -> AbstractChannel | None:
-        assert self._connection is not None
-        channel = await self._connection.channel()
+    def _look_soon(self, name: str) -> None:
+        if name not in self._drains and name not in self._looking:
+            self._looking.add(name)
+            task = asyncio.get_running_loop().create_task(self._look(name))
+            self._looks.add(task)
+            task.add_done_callback(self._looks.discard)
+
+    async def _look(self, name: str) -> None:
+        """Drain ``name``'s queues if it has a moved queue or a park queue (one look at each)."""
         try:
-            await channel.declare_queue(f"{queue}.drain", exclusive=True, auto_delete=True)
-        except aiormq.exceptions.ChannelLockedResource:
-            return None
-        return channel
-
-    async def _unlock(self, channel: AbstractChannel, queue: str) -> None:
-        with contextlib.suppress(Exception):
-            await channel.queue_delete(f"{queue}.drain")
-        await close_channel(channel)
-
-    async def _exists(self, queue: str) -> bool:
-        return await self._count(queue) is not None
-
-    async def _count(self, queue: str) -> int | None:
-        assert self._connection is not None
-        channel = await self._connection.channel()
-        try:
-            q = await channel.declare_queue(queue, passive=True)
-            return q.declaration_result.message_count
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return None
+            for queue in (names.ordered_moved_queue(self.prefix, name), names.ordered_park_queue(self.prefix, name)):
+                if name in self._drains or not self.running:
+                    return
+                if await self.link.count(queue) is not None:
+                    self.drain(name)
+                    return
+        except PARK_FAILURES as exc:
+            log.warning("looking for the park queue of %s: %s (the next sweep looks again)", name, describe(exc))
         finally:
-            await close_channel(channel)
+            self._looking.discard(name)
 
-    async def _delete_if_empty(self, queue: str) -> bool:
-        assert self._connection is not None
-        channel = await self._connection.channel()
-        try:
-            await channel.queue_delete(queue, if_empty=True)
-            return True
-        except aiormq.exceptions.ChannelPreconditionFailed:
-            return False  # something arrived meanwhile: drained next
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return True
-        finally:
-            await close_channel(channel)
+    def _ordered_served(self) -> list[str]:
+        """The ordered lane endpoints served here: with a runner, or read at start and not built yet."""
+        deferred: Mapping[str, Any] = getattr(self.runners, "deferred", {})
+        built = [name for name, runner in list(self.runners.items()) if _ordered_lane_runner(runner)]
+        return built + [name for name, e in list(deferred.items()) if getattr(e, "ordering", None) == "key"]
 
     async def _discover(self) -> None:
-        """Look for park queues of the ordered lane endpoints served here (left by a worker that stopped)."""
+        """Look at every ordered lane endpoint served here at start (a look every ``LOOK_GAP`` seconds), then in a
+        slow sweep: a park queue whose drainer stopped while nothing of its endpoint comes any more is known to no
+        event (module docstring). At most one look every ``LOOK_GAP`` seconds, however many endpoints."""
+        first = True
         while self.running:
-            for name, runner in list(self.runners.items()):
-                if getattr(runner, "ordered_lanes", None) is None or name in self._drains:
-                    continue
-                with contextlib.suppress(Exception):
-                    if await self._exists(names.ordered_park_queue(self.prefix, name)):
-                        self.drain(name)
-            await asyncio.sleep(DISCOVER_EVERY)
+            served = self._ordered_served()
+            if not served:
+                await asyncio.sleep(SWEEP_EVERY)
+                continue
+            gap = LOOK_GAP if first else max(SWEEP_EVERY / len(served), LOOK_GAP)
+            for name in served:
+                if self.running and name not in self._drains:
+                    await self._look(name)
+                await asyncio.sleep(gap)
+            first = False
 
     async def close(self, grace: float) -> None:
         self.running = False
-        if self._discovery is not None:
-            self._discovery.cancel()
+        for looking in [*([self._discovery] if self._discovery is not None else []), *self._looks]:
+            looking.cancel()
         for lanes in list(self._draining.values()):
             await lanes.hand_back_now()
         waits = [lanes.returned.wait() for lanes in self._draining.values()]
@@ -321,3 +363,4 @@ class OrderedParks:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        await self.link.close()

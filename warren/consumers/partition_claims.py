@@ -30,6 +30,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.broker.amqp.connection import Nodes, connect_once
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.health.fleet import join_roster
 from warren.core.errors import describe
 
@@ -151,7 +152,7 @@ class PartitionClaims:
 
     async def _workers(self) -> int:
         assert self._channel is not None
-        queue = await self._channel.declare_queue(self.roster_name, passive=True)
+        queue = await uninterrupted(self._channel.declare_queue(self.roster_name, passive=True))
         result = queue.declaration_result
         return max(1, int(result.consumer_count or 1))
 
@@ -163,7 +164,7 @@ class PartitionClaims:
         assert self._connection is not None
         channel = await self._connection.channel()
         try:
-            await channel.declare_queue(f"{partition}.owner", exclusive=True, auto_delete=True)
+            await uninterrupted(channel.declare_queue(f"{partition}.owner", exclusive=True, auto_delete=True))
         except (aiormq.exceptions.ChannelLockedResource, aiormq.exceptions.ChannelClosed):
             return False
         with contextlib.suppress(Exception):
@@ -194,7 +195,7 @@ class PartitionClaims:
                 self.owned.remove(partition)
                 assert self._channel is not None
                 with contextlib.suppress(aiormq.exceptions.AMQPError):
-                    await self._channel.queue_delete(f"{partition}.owner")
+                    await uninterrupted(self._channel.queue_delete(f"{partition}.owner"))
         if sorted(self.owned) != before:
             log.info(
                 "partitions owned",

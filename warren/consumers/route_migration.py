@@ -25,6 +25,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker import wire
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.route_attempts import route_moved_headers, route_state_in
 from warren.core.errors import describe
 from warren.topology import names
@@ -50,15 +51,19 @@ class RouteMigration:
             try:
                 channel = await connection.channel()
                 try:
-                    queue = await channel.declare_queue(names.route_queue(self.prefix), passive=True)
-                except aiormq.exceptions.ChannelNotFoundEntity:
-                    return  # none (a new deployment), or deleted once empty: nothing more to move
-                if not unbound:
-                    await self._unbind(channel, queue)
-                    unbound = True
-                if queue.declaration_result.message_count:
-                    await self._drain(connection, channel, publisher)
-                await close_channel(channel)
+                    try:
+                        queue = await channel.declare_queue(names.route_queue(self.prefix), passive=True)
+                    except aiormq.exceptions.ChannelNotFoundEntity:
+                        return  # none (a new deployment), or deleted once empty: nothing more to move
+                    if not unbound:
+                        await self._unbind(channel, queue)
+                        unbound = True
+                    if queue.declaration_result.message_count:
+                        await self._drain(connection, channel, publisher)
+                finally:
+                    # Closed on every path: a robust channel left open with the old queue declared on it would,
+                    # once that queue is deleted, fail every reconnect of the worker's connection (park_link.py).
+                    await close_channel(channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the link, most likely: try again next round
@@ -77,7 +82,7 @@ class RouteMigration:
     ) -> None:
         lock, owner = await connection.channel(), f"{names.route_queue(self.prefix)}.migrate.owner"
         try:
-            await lock.declare_queue(owner, exclusive=True, auto_delete=True)
+            await uninterrupted(lock.declare_queue(owner, exclusive=True, auto_delete=True))
         except (aiormq.exceptions.ChannelLockedResource, aiormq.exceptions.ChannelClosed):
             return  # another worker is moving it
         try:
@@ -86,7 +91,7 @@ class RouteMigration:
                 await self._move(message, publisher)
         finally:
             with contextlib.suppress(Exception):
-                await lock.queue_delete(owner)
+                await uninterrupted(lock.queue_delete(owner))
             await close_channel(lock)
 
     async def _move(self, message: AbstractIncomingMessage, publisher: ConfirmChannel) -> None:

@@ -5,8 +5,10 @@ when it reconnects. A channel is only forgotten when its owner closes it. While 
 already reports ``is_closed``, and code that closes only open channels skips it: the connection comes back
 with the channel too, and with it a consumer nobody reads (one that can hold messages unacked for good, or
 stay a queue's single active consumer) or one more idle channel per outage. So: always close, and bound the
-wait, since a link that is down never answers. A close that lands while the connection is restoring the channel
-does not stick (aio-pika reopens it regardless): the connection closes such channels again once it is back.
+wait, since a link that is down never answers; the bound (or a cancellation) ends the wait, never the close,
+since a close cut in half closed the whole connection (broker/amqp/close_once.py). A close that lands while
+the connection is restoring the channel does not stick (aio-pika reopens it regardless): the connection closes
+such channels again once it is back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, closing
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 
 __all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel"]
@@ -41,4 +44,6 @@ async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_
         return
     closing(channel)  # a reconnect under way may still restore it: it is closed again then (broker/amqp/connection.py)
     with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError, RuntimeError, TimeoutError):
-        await within(channel.close(), timeout)
+        # The close itself is never cut (broker/amqp/uninterrupted.py): the time limit, or this task's
+        # cancellation, ends the wait for it only.
+        await within(uninterrupted(channel.close(), grace=0), timeout)

@@ -19,7 +19,15 @@ from aiormq.abc import ChannelFrame
 from aiormq.channel import Channel, exception_by_code
 from pamqp import commands as spec
 
-__all__ = ["answer_every_channel_close"]
+__all__ = ["answer_every_channel_close", "source_of"]
+
+
+def source_of(function: Any) -> str:
+    """The source of an aiormq function a patch replaces ("" when it cannot be read): checked before patching."""
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
 
 
 async def _on_close_frame(self: Any, frame: spec.Channel.Close) -> None:
@@ -39,10 +47,7 @@ def answer_every_channel_close() -> bool:
     """
     if Channel._on_close_frame is _on_close_frame:
         return True
-    try:
-        original = inspect.getsource(Channel._on_close_frame)
-    except (OSError, TypeError):
-        return False
+    original = source_of(Channel._on_close_frame)
     if "put_nowait" not in original or "_Channel__close_event" not in Channel.__init__.__code__.co_names:
         return False
     Channel._on_close_frame = _on_close_frame  # type: ignore[method-assign]

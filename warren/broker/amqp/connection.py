@@ -15,8 +15,9 @@ up on a connection after three heartbeat periods without a frame, so with Rabbit
 answering without closing its links (paused by the OS, a VM migrated, cut off by a network fault that drops
 rather than resets) held every connection on it for about three minutes; at 10 s one moves on within about 33 s.
 
-Both install the aiormq close-ok workaround (``close_ok.answer_every_channel_close``, idempotent) before they
-open anything: explicitly, where every connection is made, rather than as a side effect of an import.
+Both install the aiormq close-ok workaround (``close_ok.answer_every_channel_close``) and the one-close fix
+(``close_once.close_once``), both idempotent, before they open anything: explicitly, where every connection is
+made, rather than as a side effect of an import.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import re
 import socket
 import weakref
 from collections.abc import Sequence
@@ -38,6 +40,8 @@ from yarl import URL
 
 from warren.broker.amqp.cancelled_consumers import ReportingChannel
 from warren.broker.amqp.close_ok import answer_every_channel_close
+from warren.broker.amqp.close_once import close_once
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 from warren.core.errors import BrokerUnavailable, describe
 from warren.core.redact import redact_url
@@ -95,7 +99,7 @@ def _reopened(channel: AbstractChannel) -> None:
 
 async def _close_again(channel: AbstractChannel) -> None:
     with contextlib.suppress(Exception):
-        await within(channel.close(), REOPENED_CLOSE_TIMEOUT)
+        await within(uninterrupted(channel.close(), grace=0), REOPENED_CLOSE_TIMEOUT)
 
 
 # Failures after which trying again later can succeed: the link or the broker, not our request.
@@ -166,6 +170,48 @@ def nodes_text(nodes: Nodes) -> str:
     return "any of [" + ", ".join(redact_url(url) for url in nodes) + "]"
 
 
+_MISSING_QUEUE = re.compile(r"no queue '(.*)' in vhost")
+
+
+class _RobustChannel(ReportingChannel):
+    """aio-pika's robust channel, restored without a queue that is gone rather than failing its connection's
+    reconnect.
+
+    On a reconnect aio-pika restores every channel with the queues declared on it. One whose queue is gone by
+    then (deleted while the link was down, or while its consumer waited for it) fails with NOT_FOUND, and
+    aio-pika closes the new connection and tries again, every ``reconnect_interval``, for ever: every channel of
+    the process then fails with "closed" until a restart (aio-pika 10.2.1; issue 34). Such a queue is left out
+    of the restore and kept: its consumer is then one RabbitMQ cancelled, which aio-pika consumes again, with the
+    same tag, once the queue exists (it probes it every ``reconnect_interval``). A NOT_FOUND that names no queue
+    of the channel closes the channel instead. (aio-pika retries a NOT_FOUND after the other channels, for a
+    queue bound to an exchange another channel declares: no channel of Warren's declares an exchange.)
+    """
+
+    async def restore(self, channel: Any = None) -> None:
+        missing: dict[str, Any] = {}
+        try:
+            while True:
+                try:
+                    await super().restore()
+                    return
+                except aiormq.exceptions.ChannelNotFoundEntity as exc:
+                    found = _MISSING_QUEUE.search(str(exc))
+                    name = found.group(1) if found else None
+                    if name is None or name not in self._queues or name in missing:
+                        log.warning("on reconnect: %s; that channel is closed", describe(exc))
+                        closing(self)
+                        with contextlib.suppress(Exception):
+                            await self.close()
+                        return
+                    log.warning("on reconnect: queue %s is missing; consumed again once it exists", name)
+                    missing[name] = self._queues.pop(name)
+        finally:
+            for name, queues in missing.items():
+                self._queues[name] |= queues
+            if missing and isinstance(self._connection, aio_pika.RobustConnection):
+                self._connection._request_recovery()  # its probe of what is missing, every reconnect_interval
+
+
 class _RobustConnection(aio_pika.RobustConnection):
     """aio-pika's robust connection, failing over between nodes, and closed when its first connect fails.
 
@@ -181,7 +227,7 @@ class _RobustConnection(aio_pika.RobustConnection):
     Its channels log a consumer RabbitMQ cancelled (its queue deleted) and its return (cancelled_consumers.py).
     """
 
-    CHANNEL_CLASS = ReportingChannel
+    CHANNEL_CLASS = _RobustChannel
 
     def __init__(self, url: URL, *, nodes: Sequence[str] = (), **kwargs: Any) -> None:
         self._nodes = [URL(node) for node in nodes] or [URL(url)]
@@ -228,6 +274,7 @@ async def connect(url: Nodes, *, name: str = "warren", timeout: float = 10.0) ->
     """A robust connection to the first node of ``url`` (one URL or a list) that opens, in a shuffled order;
     after that it reconnects by itself, to the next node when its own is gone, and re-declares consumers."""
     answer_every_channel_close()
+    close_once()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for index, node in enumerate(order):
@@ -252,6 +299,7 @@ async def connect_once(url: Nodes, *, name: str = "warren", timeout: float = 10.
     behind the command's back and re-create consumers on channels the command no longer tracks.
     """
     answer_every_channel_close()
+    close_once()
     order = node_order(url)
     failures: list[tuple[str, Exception]] = []
     for node in order:

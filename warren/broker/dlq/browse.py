@@ -38,6 +38,7 @@ from warren.broker.amqp.channels import SETTLE_PAUSE, close_channel
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
 from warren.broker.amqp.limits import MAX_PREFETCH
 from warren.broker.amqp.probe import QueueProbe, counts, existing_queue
+from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.broker.dlq.letters import DeadLetter, dead_letter_from
 from warren.broker.management import ManagementClient
 from warren.core.deadlines import within
@@ -131,7 +132,7 @@ async def hold_messages(
                         break
             # No more deliveries, so none arrive while the block acks; those already sent are held too.
             with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
-                await queue.cancel(tag)
+                await uninterrupted(queue.cancel(tag))
             # Delivery tags grow in delivery order: the queue's order, whatever order the callbacks ran in.
             delivered.sort(key=lambda m: m.delivery_tag or 0)
             held.messages, held.behind = delivered[:want], delivered[want:]

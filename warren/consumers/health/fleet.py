@@ -19,6 +19,8 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractQueue
 from pamqp.common import FieldTable
 
+from warren.broker.amqp.uninterrupted import uninterrupted
+
 __all__ = ["ExclusiveLocks", "Roster", "join_roster"]
 
 log = logging.getLogger("warren.health")
@@ -40,7 +42,7 @@ class ExclusiveLocks:
             return True
         channel = await connection.channel()
         try:
-            await channel.declare_queue(name, exclusive=True, arguments=_CLASSIC)
+            await uninterrupted(channel.declare_queue(name, exclusive=True, arguments=_CLASSIC))
         except (aiormq.exceptions.ChannelLockedResource, aiormq.exceptions.ChannelClosed):
             with contextlib.suppress(Exception):
                 await channel.close()
@@ -53,7 +55,7 @@ class ExclusiveLocks:
         if channel is None:
             return
         with contextlib.suppress(Exception):
-            await channel.queue_delete(name)
+            await uninterrupted(channel.queue_delete(name))
         with contextlib.suppress(Exception):
             await channel.close()
 
