@@ -184,7 +184,10 @@ class EndpointRunner(EndpointConsumers):
             parks=result.outcome is Outcome.RETRY and self.hooks.parks(self.endpoint.name),
             held=held,
             hold_limit=self.delivery.ordered_hold_limit,
-            handbacks=delivery_count(message.headers or {}, message.redelivered),
+            # Its returns, but those that only waited for this attempt (held_attempts.py): no hand-backs.
+            handbacks=max(
+                0, delivery_count(message.headers or {}, message.redelivered) - self.held.waits(delivery.event_id)
+            ),
             max_handbacks=self.delivery.max_handbacks,
         )
 
@@ -259,7 +262,10 @@ class EndpointRunner(EndpointConsumers):
             return False  # the partition is being handed back; the memory stays
         if time.monotonic() + 0.001 >= due:
             return True
-        await self._give_back(message, delivery, HandBack("the ordered hold limit was reached"))  # a delay past it
+        # A delay past the hold limit: back to the head to wait on. Not an attempt's hand-back, so it is not counted
+        # against delivery.max_handbacks (the due time bounds these returns); the hand-back is the settler's own.
+        self.held.waited(delivery.event_id)
+        await self.settler.hand_back(message)
         return False
 
     # --- settling -------------------------------------------------------------------------------------------
@@ -280,7 +286,8 @@ class EndpointRunner(EndpointConsumers):
         await self.settler.carry_out(message, delivery, decision, result, attempt_ms)
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
-        await self.settler.give_back(message, delivery, why, self.delivery.max_handbacks)
+        waits = self.held.waits(delivery.event_id) if delivery is not None else 0
+        await self.settler.give_back(message, delivery, why, self.delivery.max_handbacks, waits)
 
     def _partition_acks(self, message: AbstractIncomingMessage) -> AckBatcher | None:
         lanes = self.lanes_of(message)

@@ -4,7 +4,8 @@ An ordered message is retried in place, unacked, so its attempt count is in no h
 it stops being held before it is settled (the hold limit, a parked circuit, a gate) the runner remembers the
 attempts it spent and when its next attempt is due, so that its next delivery here continues the schedule
 instead of starting it again (another worker starts from the headers' count; ``max_age`` bounds it either way).
-Bounded: past ``HELD_MEMORY`` messages the oldest memory goes.
+It also counts the returns that only waited for that attempt (``waited``): they are no hand-backs of an attempt,
+and ``delivery.max_handbacks`` does not count them. Bounded: past ``HELD_MEMORY`` messages the oldest memory goes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class HeldAttempts:
         self.limit = limit
         self._held: dict[str, Held] = {}
         self._due: dict[str, float] = {}  # time.monotonic() of the next attempt
+        self._waits: dict[str, int] = {}  # returns that only waited for the next attempt (hold limit < its delay)
 
     def due(self, event_id: str) -> float | None:
         return self._due.get(event_id)
@@ -50,6 +52,16 @@ class HeldAttempts:
             self.remember(delivery.event_id, held)
             self._due.pop(delivery.event_id, None)
 
+    def waited(self, event_id: str) -> None:
+        """Count one return of a remembered message that was no attempt's: its delay was past the hold limit."""
+        if event_id in self._held:
+            self._waits[event_id] = self._waits.get(event_id, 0) + 1
+
+    def waits(self, event_id: str) -> int:
+        """How many of the message's returns (``x-delivery-count``) were waits here, not hand-backs."""
+        return self._waits.get(event_id, 0)
+
     def forget(self, event_id: str) -> None:
         self._held.pop(event_id, None)
         self._due.pop(event_id, None)
+        self._waits.pop(event_id, None)

@@ -241,10 +241,16 @@ class Settler:
             await self.hand_back(message)
 
     async def give_back(
-        self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack, max_handbacks: int
+        self,
+        message: AbstractIncomingMessage,
+        delivery: Delivery | None,
+        why: HandBack,
+        max_handbacks: int,
+        waits: int = 0,
     ) -> None:
-        """Hand the message back, unless it has been handed back ``max_handbacks`` times: then the DLQ."""
-        handbacks = delivery_count(message.headers or {}, message.redelivered)
+        """Hand the message back, unless it has been handed back ``max_handbacks`` times: then the DLQ. ``waits``
+        of its returns were no hand-backs (an ordered message's wait for its next attempt: held_attempts.py)."""
+        handbacks = max(0, delivery_count(message.headers or {}, message.redelivered) - waits)
         decision = bounded_hand_back(why, handbacks, max_handbacks)
         if isinstance(decision, DeadLetter):
             await self.dead_letter(message, delivery, decision.reason)
