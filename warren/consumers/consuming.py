@@ -52,6 +52,10 @@ class EndpointConsumers:
         self.paused_reason: str | None = None
         self.assigned: list[str] = list(self.queue_names)
 
+    def probes_here(self) -> bool:
+        """Whether endpoint health may take an open circuit's probe here: something is assigned to probe with."""
+        return bool(self.assigned)
+
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         raise NotImplementedError
 

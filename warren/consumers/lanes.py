@@ -112,7 +112,8 @@ class SharedHomeRunner(EndpointRunner):
         self.slots = asyncio.Semaphore(endpoint.concurrency)  # the endpoint's FIFO: at most concurrency at once
         # Its lane counts as assigned: endpoint health probes an open circuit only of a runner with something
         # assigned (an ordered endpoint whose partitions all went elsewhere has nothing to probe with); with none,
-        # a lane endpoint's open circuit was never probed by any worker, and it stayed held for good.
+        # a lane endpoint's open circuit was never probed by any worker, and it stayed held for good. (An ordered
+        # lane endpoint probes only where its park queue is drained: OrderedLaneRunner.probes_here.)
 
     async def open(self, connection: AbstractRobustConnection) -> None:
         await self.settler.open(connection, self.prefix)  # no consumer channel: the lane's consumer has it

@@ -162,6 +162,12 @@ class OrderedLaneRunner(SharedHomeRunner):
     def lanes_of(self, message: AbstractIncomingMessage) -> PartitionLanes | None:
         return self.ordered_lanes.lanes_of(message)
 
+    def probes_here(self) -> bool:
+        """Only the drainer of its park (or moved) queue probes it: while it is held every copy goes there, so
+        the queue's head is the only probe there is, and a probe slot taken elsewhere would wait for ever."""
+        parks = self.ordered_lanes.parks
+        return parks.draining(self.endpoint.name) if parks is not None else bool(self.assigned)
+
     def return_partition(self, message: AbstractIncomingMessage) -> bool:
         return self.ordered_lanes.hand_back(message)
 

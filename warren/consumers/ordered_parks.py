@@ -127,6 +127,10 @@ class OrderedParks:
         if self.running:
             self._look_soon(name)
 
+    def draining(self, name: str) -> bool:
+        """Whether this worker consumes ``name``'s moved or park queue now (it holds that queue's drain lock)."""
+        return name in self._draining
+
     def held(self, name: str) -> bool:
         """Whether ``name``'s gate holds it (paused, disabled, throttled, circuit open, or the worker stopping)."""
         return self.hooks.parks(name)

@@ -243,8 +243,9 @@ class HealthControl(HealthState):
                 drifted = held != (runner.paused_reason is not None) or (held and runner.paused_reason != where.reason)
                 if drifted and time.monotonic() >= self._not_before.get(name, 0.0):
                     self._reconcile_soon(name)
-                if guard.probing and not runner.assigned:
-                    # An ordered endpoint whose partitions all went to other workers: let one of them probe.
+                if guard.probing and not runner.probes_here():
+                    # An ordered endpoint whose partitions all went to other workers, or an ordered lane endpoint
+                    # whose park queue another worker drains now: let the one with a message to probe with.
                     guard.probing = False
                     self._probe_done(name)
                     self._reconcile_soon(name)
@@ -261,7 +262,7 @@ class HealthControl(HealthState):
             return False
         if guard.probing or name in self._trying_probe or self._connection is None:
             return False
-        if not self.runners[name].assigned or guard.view.throttled_until > now:
+        if not self.runners[name].probes_here() or guard.view.throttled_until > now:
             return False
         due = (circuit.retry_at or 0.0) if circuit.state == OPEN else 0.0  # half-open: whenever the lock is free
         return now >= max(due, self._next_probe.get(name, 0.0))
