@@ -3,6 +3,7 @@ tests that fill a RabbitMQ 3.10 node's file handles or serve many endpoints on o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -28,8 +29,20 @@ async def low_node_vhost(stem: str) -> AsyncIterator[tuple[ManagementClient, str
     vhost = f"{stem}-{uuid.uuid4().hex[:8]}"
     server = RabbitServer(LOW_AMQP, LOW_MANAGEMENT)
     async with ManagementClient(server.management_base, server.user, server.password, vhost, timeout=120) as api:
+        await _node_figures_ready(api)
         await api.create_vhost(vhost, "guest")
         try:
             yield api, LOW_AMQP.rstrip("/") + f"/{vhost}"
         finally:
             await api.delete_vhost(vhost)
+
+
+async def _node_figures_ready(api: ManagementClient) -> None:
+    """Wait (at most 60 s) until the management API reports the node's file-handle figures: a node just started
+    answers before its first statistics sample (every 5 s), and without ``sockets_total`` a 3.10 node reads as one
+    with no file-handle cache (as 4.x)."""
+    async with asyncio.timeout(60):
+        while not any(
+            n.get("sockets_total") for n in await api.request("GET", "nodes?columns=name,sockets_total") or []
+        ):
+            await asyncio.sleep(0.2)
