@@ -17,7 +17,9 @@ import pytest
 
 from tests.support.health import consumer_count
 from tests.support.receiver import Receiver
+from warren.broker.amqp.connection import connect
 from warren.broker.events import Event
+from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.worker import Worker
 from warren.topology import names
 
@@ -46,3 +48,58 @@ async def test_a_partition_asked_to_be_consumed_twice_at_once_gets_one_consumer_
             await publish(config, [Event(type="x.y", data={}, key="k", sequence=round_)])
             await receiver.wait_for(lambda r, n=round_ + 1: len(r.ok_ids()) == n, 10)
     assert [r.json["sequence"] for r in receiver.received] == list(range(5))
+
+
+async def wait_consumers(config: Any, queue: str, expected: int, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (count := await consumer_count(config, queue)) != expected and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return count
+
+
+async def test_a_partition_stopped_while_its_consume_is_on_its_way_keeps_no_consumer(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a worker serving an ordered endpoint of one partition that stopped consuming
+    config = await endpoint_config([{"name": "keyed", "ordering": "key", "partitions": 1}])
+    partition = names.partition_queue(config.broker.prefix, "keyed", 0)
+    async with Worker(config) as worker:
+        runner = worker.runners["keyed"]
+        for round_ in range(5):
+            await runner.stop_consuming()
+            assert await wait_consumers(config, partition, 0) == 0
+            # When it is resumed and stopped at once (a parked probe's partition consumed again as the circuit's
+            # pause stops it: the long run's stall, where the stop cancelled a consume that had a tag but no lanes yet)
+            await asyncio.gather(runner.resume(), runner.stop_consuming())
+            # Then no channel is left consuming it (one left behind would be its single active consumer for good)
+            assert await wait_consumers(config, partition, 0) == 0, f"round {round_}"
+            # And resumed, it has one consumer and delivers
+            await runner.resume()
+            assert await wait_consumers(config, partition, 1) == 1, f"round {round_}"
+            await publish(config, [Event(type="x.y", data={}, key="k", sequence=round_)])
+            await receiver.wait_for(lambda r, n=round_ + 1: len(r.ok_ids()) == n, 10)
+    assert [r.json["sequence"] for r in receiver.received] == list(range(5))
+
+
+async def test_a_claimed_partition_given_up_while_its_consume_is_on_its_way_keeps_no_consumer(
+    endpoint_config: Any,
+) -> None:
+    # Given a single-active-consumer queue consumed through ClaimedPartitions (the routing stage's and the ordered
+    # lanes' way of consuming)
+    config = await endpoint_config([{"name": "keyed", "ordering": "key", "partitions": 1}])
+    partition = names.partition_queue(config.broker.prefix, "keyed", 0)
+    connection = await connect(config.broker.url)
+    claimed = ClaimedPartitions([partition], 4, lambda message: asyncio.sleep(0))
+    claimed.open(connection)
+    try:
+        for round_ in range(5):
+            # When it is assigned and given up at once (a rebalance that changed its mind)
+            await asyncio.gather(claimed.assign(partition), claimed.unassign(partition))
+            # Then no consumer is left on it
+            assert await wait_consumers(config, partition, 0) == 0, f"round {round_}"
+        # And assigned, it is consumed once
+        await claimed.assign(partition)
+        assert await wait_consumers(config, partition, 1) == 1
+    finally:
+        await claimed.close(5)
+        await connection.close()

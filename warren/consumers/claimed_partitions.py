@@ -98,16 +98,23 @@ class ClaimedPartitions:
         """Give ``name`` up; returns once its channel is closed (the claim must outlive it)."""
         if name in self.assigned:
             self.assigned.remove(name)
-        lanes = self._lanes.get(name)
+        async with self._lock(name):  # a consume on its way finishes first: its lanes are then there to hand back
+            lanes = self._lanes.get(name)
         if lanes is not None:
             await lanes.hand_back_now()
             with contextlib.suppress(TimeoutError):
                 await within(lanes.returned.wait(), self.grace)
 
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    def _wanted(self, name: str) -> bool:
+        return self.accepting and name in self.assigned
+
     async def _consume(self, name: str) -> None:
-        async with self._locks.setdefault(name, asyncio.Lock()):
-            if name in self._lanes or self._connection is None:
-                return
+        async with self._lock(name):
+            if name in self._lanes or self._connection is None or not self._wanted(name):
+                return  # consumed already, or stopped or given up while this consume waited for the lock
             channel = await self._connection.channel()
             try:
                 await uninterrupted(channel.set_qos(prefetch_count=self.prefetch))
@@ -131,7 +138,7 @@ class ClaimedPartitions:
         await self._close(name)
         await consume_again(
             name,
-            lambda: self.accepting and name in self.assigned,
+            lambda: self._wanted(name),
             lambda: self._consume(name),
             lambda: self._close(name),
         )
@@ -144,6 +151,9 @@ class ClaimedPartitions:
     async def stop(self) -> None:
         """Take nothing new: every partition is handed back (its running lanes finish first)."""
         self.accepting = False
+        for lock in list(self._locks.values()):
+            async with lock:  # consumes on their way finish first (their lanes are then handed back below)
+                pass
         for lanes in list(self._lanes.values()):
             await lanes.hand_back_now()
 

@@ -80,9 +80,11 @@ class EndpointConsumers:
         # One at a time per queue: a resume and a handed-back partition's reopening can ask at once, and two
         # consumers of one partition would leave one channel behind whose consumer feeds lanes that are gone
         # (its messages never settled, and as the single active consumer it would hold the partition for good).
-        async with self._consume_locks.setdefault(name, asyncio.Lock()):
+        async with self._consume_lock(name):
             if name in self._consumer_tags:
                 return  # consumed already, or being handed back (consumed again once its channel is closed)
+            if not self._wanted(name):
+                return  # paused, stopped or given up while this consume waited for the lock
             tag = new_consumer_tag()  # known before the consume: its first deliveries are accepted (key_lanes.py)
             self._consumer_tags[name], self._tag_queue[tag] = tag, name
             try:
@@ -95,9 +97,21 @@ class EndpointConsumers:
                     del self._consumer_tags[name]
                 raise
 
+    def _consume_lock(self, name: str) -> asyncio.Lock:
+        return self._consume_locks.setdefault(name, asyncio.Lock())
+
+    def _wanted(self, name: str) -> bool:
+        """Whether ``name`` should be consumed now: accepting, not paused, and assigned here."""
+        return self._accepting and self.paused_reason is None and name in self.assigned
+
     async def _consume_partition(self, name: str, tag: str) -> None:
         """A partition gets a channel of its own: its prefetch is the window its key lanes share."""
         assert self._connection is not None
+        if (stale := self._partition_channels.pop(name, None)) is not None:
+            # Never replaced while open: a channel left behind would stay the partition's single active consumer.
+            log.warning("closing a channel of %s left open before consuming it again", name)
+            self._lanes.pop(name, None)
+            await close_channel(stale)
         channel = await self._connection.channel()
         try:
             await uninterrupted(channel.set_qos(prefetch_count=self.endpoint.partition_prefetch))
@@ -119,7 +133,7 @@ class EndpointConsumers:
         await self._close_partition(name)
         await consume_again(
             name,
-            lambda: self._accepting and self.paused_reason is None and name in self.assigned,
+            lambda: self._wanted(name),
             lambda: self._consume(name),
             lambda: self._close_partition(name),
         )
@@ -136,12 +150,18 @@ class EndpointConsumers:
         """Stop consuming ``name``. A partition is handed back: its channel closes once no lane is running.
 
         Returns the partition's lanes, whose ``returned`` is set when that has happened.
+
+        A consume of ``name`` on its way is waited for first (the lock): looked at halfway, the partition has a
+        consumer tag but no lanes yet, and cancelling that tag on the previous channel's queue would leave the
+        new channel consuming, untracked: its deliveries refused and never returned, and as the partition's
+        single active consumer it would hold the partition until the worker stopped (the long run's stall).
         """
-        lanes = self._lanes.get(name)
+        async with self._consume_lock(name):
+            lanes = self._lanes.get(name)
+            tag = self._consumer_tags.pop(name, None) if lanes is None else None
         if lanes is not None:
             await lanes.hand_back_now()
             return lanes
-        tag = self._consumer_tags.pop(name, None)
         if tag is not None:
             with contextlib.suppress(*CONNECTION_EXCEPTIONS, aiormq.exceptions.AMQPError):
                 await uninterrupted(self._queues[name].cancel(tag))
