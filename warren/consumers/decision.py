@@ -20,6 +20,7 @@ reason instead of being handed back once more, so that nothing circulates withou
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from warren.topology.backoff import Exhausted, next_step
@@ -27,6 +28,7 @@ from warren.topology.config import RetryPolicy
 from warren.transport.base import Outcome, SendResult
 
 __all__ = [
+    "ACK",
     "Ack",
     "Context",
     "DeadLetter",
@@ -108,10 +110,17 @@ def bounded_hand_back(hand_back: HandBack, handbacks: int, max_handbacks: int) -
     )
 
 
-def decide(result: SendResult, ctx: Context) -> Decision:
-    """The decision for one attempt's result (see the table in the module docstring)."""
+ACK = Ack()  # what every delivered attempt is decided to be: one instance (frozen), not one a delivery
+
+
+def decide(result: SendResult, ctx: Context | Callable[[], Context]) -> Decision:
+    """The decision for one attempt's result (see the table in the module docstring).
+
+    ``ctx`` may be a function that makes the context: a delivered attempt, which needs none, does not call it."""
     if result.outcome is Outcome.DELIVERED:
-        return Ack()
+        return ACK
+    if callable(ctx):
+        ctx = ctx()
     if result.outcome is Outcome.DISABLE:
         return Disable(result.reason)
     if result.outcome is Outcome.DEAD:

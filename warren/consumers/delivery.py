@@ -58,6 +58,15 @@ def _text(name: str, value: object, *, required: bool = True) -> str | None:
     return value
 
 
+ENVELOPE_FIELDS = ("id", "type", "timestamp", "data")
+_control = wire.CONTROL_CHARACTERS.search
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` is a non-empty ``str`` without control characters: what ``_text`` passes as it is."""
+    return type(value) is str and value != "" and _control(value) is None
+
+
 def delivery_count(headers: Mapping[str, Any], redelivered: bool | None) -> int:
     """How many times RabbitMQ has returned this message to its queue (``x-delivery-count``; 0 when absent).
 
@@ -102,13 +111,20 @@ def parse_delivery(
     if duplicate is not None:
         # The body goes out as is: a receiver keeping the first copy would see another event than we did.
         raise MalformedMessage("body has a " + DUPLICATE_KEY.format(duplicate))
-    missing = [k for k in ("id", "type", "timestamp", "data") if k not in envelope]
-    if missing:
+    if not ("id" in envelope and "type" in envelope and "timestamp" in envelope and "data" in envelope):
+        missing = [k for k in ENVELOPE_FIELDS if k not in envelope]
         raise MalformedMessage(f"envelope lacks {', '.join(missing)}")
-    event_id = _text("envelope id", envelope["id"])
-    event_type = _text("envelope type", envelope["type"])
-    _text("envelope key", envelope.get("key"), required=False)
-    _text(f"header {wire.H_KEY}", headers.get(wire.H_KEY), required=False)
+    # The usual fields are plain text: checked here at once; anything else (bytes, empty, control characters,
+    # not text) goes through _text, which reads bytes or says what is wrong.
+    event_id, event_type = envelope["id"], envelope["type"]
+    if not _plain(event_id):
+        event_id = _text("envelope id", event_id)
+    if not _plain(event_type):
+        event_type = _text("envelope type", event_type)
+    if (key := envelope.get("key")) is not None and not _plain(key):
+        _text("envelope key", key, required=False)
+    if (key := headers.get(wire.H_KEY)) is not None and not _plain(key):
+        _text(f"header {wire.H_KEY}", key, required=False)
     assert event_id is not None and event_type is not None
     if message_id and message_id != event_id:
         raise MalformedMessage(f"message_id {message_id!r} differs from the envelope id {event_id!r}")

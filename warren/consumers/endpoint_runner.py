@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
@@ -195,7 +196,7 @@ class EndpointRunner(EndpointConsumers):
         """Unordered: one attempt, then ack, or move the message into the delay chain or the DLQ."""
         result, attempt_ms = await self.attempter.attempt(delivery)
         attempt = delivery.attempts_made + 1
-        decision = decide(result, self._context(result, attempt, delivery, attempt_ms, message))
+        decision = decide(result, partial(self._context, result, attempt, delivery, attempt_ms, message))
         self.attempter.report(delivery, attempt, result, decision, attempt_ms)
         await self._settle(message, delivery, decision, result, attempt_ms)
 
@@ -221,7 +222,7 @@ class EndpointRunner(EndpointConsumers):
             first_ms = first_ms or attempt_ms
             history.append(history_record(attempt_ms, result.status_code, result.error, result.duration))
             held = time.monotonic() - held_since
-            decision = decide(result, self._context(result, attempts, current, attempt_ms, message, held))
+            decision = decide(result, partial(self._context, result, attempts, current, attempt_ms, message, held))
             try:
                 self.attempter.report(current, attempts, result, decision, attempt_ms)
             except Exception as exc:  # an observer failed: this attempt counts as failed, and it continues

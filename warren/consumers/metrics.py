@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
+from warren.consumers.metric_cells import HistogramCells, adder, setter
 
 __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 
@@ -94,6 +95,7 @@ class WorkerMetrics:
     def __init__(self, endpoints: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # (metric, labels) -> child: see _child
+        self._cells: dict[tuple[str, str, str], Any] = {}  # (kind, endpoint, label) -> value cell: see _cell
         r = self.registry
         self.attempts = Counter(
             "warren_delivery_attempts",
@@ -159,6 +161,15 @@ class WorkerMetrics:
             registry=r,
         )
         self.ready = Gauge("warren_worker_ready", "1 when the worker is connected and consuming.", registry=r)
+        self._kinds: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+            "attempts": (self.attempts, adder),
+            "number": (self.attempt_number, HistogramCells),
+            "request": (self.request_seconds, HistogramCells),
+            "age": (self.age_seconds, HistogramCells),
+            "last-age": (self.last_age, setter),
+            "retries": (self.retries, adder),
+            "settlements": (self.settlements, adder),
+        }
         for endpoint in endpoints:
             # Present from the start at 0, so that rate() and increase() see the first event.
             for outcome in OUTCOMES:
@@ -193,21 +204,31 @@ class WorkerMetrics:
             child = self._children[key] = metric.labels(*labels)
         return child
 
+    def _cell(self, kind: str, endpoint: str, label: str = "") -> Any:
+        """The value cell (warren/consumers/metric_cells.py) that ``observe`` and ``settle`` update, made on first
+        use, when the child itself is (a series appears when it first moves, as through ``labels()``)."""
+        key = (kind, endpoint, label)
+        cell = self._cells.get(key)
+        if cell is None:
+            metric, make = self._kinds[kind]
+            labels = (endpoint, label) if label else (endpoint,)
+            cell = self._cells[key] = make(self._child(metric, *labels))
+        return cell
+
     def observe(self, record: AttemptRecord) -> None:
-        endpoint = record.endpoint
-        child = self._child
-        child(self.attempts, endpoint, record.outcome).inc()
-        child(self.attempt_number, endpoint).observe(record.attempt)
-        child(self.request_seconds, endpoint).observe(record.duration)
-        child(self.last_age, endpoint).set(record.age)
-        if record.outcome == "delivered":
-            child(self.age_seconds, endpoint).observe(record.age)
-        elif record.outcome == "retry-in-place":
-            child(self.retries, endpoint, "in-place").inc()
+        cells, endpoint, outcome = self._cells, record.endpoint, record.outcome
+        (cells.get(("attempts", endpoint, outcome)) or self._cell("attempts", endpoint, outcome))(1)
+        (cells.get(("number", endpoint, "")) or self._cell("number", endpoint)).observe(record.attempt)
+        (cells.get(("request", endpoint, "")) or self._cell("request", endpoint)).observe(record.duration)
+        (cells.get(("last-age", endpoint, "")) or self._cell("last-age", endpoint))(record.age)
+        if outcome == "delivered":
+            (cells.get(("age", endpoint, "")) or self._cell("age", endpoint)).observe(record.age)
+        elif outcome == "retry-in-place":
+            (cells.get(("retries", endpoint, "in-place")) or self._cell("retries", endpoint, "in-place"))(1)
 
     def settle(self, endpoint: str, how: Settlement) -> None:
+        (self._cells.get(("settlements", endpoint, how)) or self._cell("settlements", endpoint, how))(1)
         child = self._child
-        child(self.settlements, endpoint, how).inc()
         # A move is settled only after RabbitMQ confirmed the copy: each one is a confirm received.
         if how == "retry-scheduled":
             child(self.retries, endpoint, "delay-chain").inc()

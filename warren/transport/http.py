@@ -24,7 +24,7 @@ from warren.topology.secrets import SecretError
 from warren.topology.signing_keys import signing_now
 from warren.tracing.carry import outgoing_headers
 from warren.transport.base import Delivery, Outcome, SendResult, failed_result
-from warren.transport.classify import classify, parse_retry_after
+from warren.transport.classify import Verdict, classify, parse_retry_after
 from warren.transport.egress import ForbiddenAddress, GuardedConnector, check_url_literal
 from warren.transport.proxying import (
     CheckedNames,
@@ -41,6 +41,7 @@ __all__ = ["KEPT_HEADERS", "HttpTransport", "http_result", "kept_headers", "new_
 # The response headers an attempt's record keeps beside the body's start, and how much of each value.
 KEPT_HEADERS = ("content-type", "retry-after")
 HEADER_CHARS = 200
+ANSWERS_KEPT = 4096  # the verdicts of answers kept (a status and an endpoint's retry_statuses each)
 PROXY_AUTH_REQUIRED = 407  # a forwarding proxy's refusal arrives as the answer: a failed attempt, not the sink's 4xx
 PROXY_REFUSED = "the proxy refused the request: HTTP 407 (Proxy Authentication Required)"
 
@@ -94,19 +95,37 @@ def http_result(
     where every error result is made."""
     if error is not None:
         error = redact_urls(error)
-    verdict = classify(status, error, retry_statuses)
+        verdict, answer = classify(status, error, retry_statuses), (f"HTTP {status}" if status is not None else None)
+    else:
+        verdict, answer = _answered(status, retry_statuses)
     return SendResult(
         verdict.outcome,
         verdict.reason,
         status=status,
         error=error,
         duration=duration,
-        retry_after=parse_retry_after(retry_after),
-        answer=f"HTTP {status}" if status is not None else None,
+        retry_after=parse_retry_after(retry_after) if retry_after is not None else None,
+        answer=answer,
         excerpt=excerpt,
         response_headers=response_headers,
         throttled=status == 429,
     )
+
+
+_ANSWERED: dict[tuple[int | None, frozenset[int] | tuple[int, ...]], tuple[Verdict, str | None]] = {}
+
+
+def _answered(status: int | None, retry_statuses: frozenset[int] | tuple[int, ...]) -> tuple[Verdict, str | None]:
+    """``classify`` of an answer without an error, and its words, made once per status and retry set: every
+    delivered attempt's are the same."""
+    key = (status, retry_statuses)
+    found = _ANSWERED.get(key)
+    if found is None:
+        if len(_ANSWERED) >= ANSWERS_KEPT:
+            _ANSWERED.clear()
+        answer = f"HTTP {status}" if status is not None else None
+        found = _ANSWERED[key] = (classify(status, None, retry_statuses), answer)
+    return found
 
 
 def kept_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

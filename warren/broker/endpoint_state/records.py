@@ -150,6 +150,9 @@ class Standing:
     since: float | None = None
 
 
+DELIVER = Standing("deliver")  # the usual answer, asked before every attempt: one instance (frozen)
+
+
 def standing(view: EndpointView, now: float, probing: bool = False) -> Standing:
     """The operator's word first, then a throttle, then the circuit (``probing``: this worker holds the probe)."""
     admin = view.admin
@@ -165,7 +168,7 @@ def standing(view: EndpointView, now: float, probing: bool = False) -> Standing:
         if probing:
             return Standing("probe", f"probing: {circuit.reason}", circuit.since)
         return Standing("hold", f"circuit {circuit.state}: {circuit.reason}", circuit.since)
-    return Standing("deliver")
+    return DELIVER
 
 
 def hold_end(view: EndpointView, now: float, probing: bool = False) -> float | None:
