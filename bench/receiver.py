@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import time
 from datetime import datetime
+from pathlib import Path
 
 import orjson
 from aiohttp import web
@@ -36,6 +38,7 @@ class Stats:
         self.ok: set[str] = set()
         self.latencies: list[float] = []
         self.arrivals: list[float] = []  # when each latency was measured, in the same order
+        self.paths: list[str] = []  # and to which endpoint (WARREN_BENCH_LATENCY_DUMP)
         self.first_ok = 0.0
         self.last_ok = 0.0
 
@@ -67,6 +70,7 @@ async def hook(request: web.Request) -> web.Response:
         if isinstance(stamp, str):
             stats.latencies.append(now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
             stats.arrivals.append(now)
+            stats.paths.append(request.path)
         stats.first_ok = stats.first_ok or now
         stats.last_ok = now
     return web.Response(status=200, text="ok")
@@ -97,7 +101,19 @@ async def get_latencies(_: web.Request) -> web.Response:
     return web.json_response(list(zip(stats.arrivals, stats.latencies, strict=True)))
 
 
+DUMP = os.environ.get("WARREN_BENCH_LATENCY_DUMP")  # a directory: each run's first deliveries, one file a run
+
+
+def dump() -> None:
+    """The run's first deliveries as [arrival, publish-to-delivery seconds, path], to a file of DUMP's."""
+    rows = list(zip(stats.arrivals, stats.latencies, stats.paths, strict=True))
+    path = Path(DUMP or ".") / f"run-{time.time():.3f}.json"
+    path.write_bytes(orjson.dumps({"misbehaved": stats.misbehaved, "rows": rows}))
+
+
 async def reset(request: web.Request) -> web.Response:
+    if DUMP and stats.latencies:
+        dump()
     stats.reset(await request.json())
     return web.json_response({"ok": True})
 

@@ -418,6 +418,8 @@ async def receiving(workdir: Path) -> AsyncIterator[None]:
                 await asyncio.sleep(0.2)
         yield
     finally:
+        with contextlib.suppress(Exception):  # the last run's first deliveries dumped too (WARREN_BENCH_LATENCY_DUMP)
+            await http("POST", "/reset", {})
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()
 
@@ -635,6 +637,8 @@ async def main(
             print("\n".join(attempt_log_lines))
         print(f"\nload average at the end: {load_average()}")
     finally:
+        with contextlib.suppress(Exception):  # the last run's first deliveries dumped too (WARREN_BENCH_LATENCY_DUMP)
+            await http("POST", "/reset", {})
         receiver.send_signal(signal.SIGTERM)
         await receiver.wait()
     return verdicts

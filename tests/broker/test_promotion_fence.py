@@ -114,6 +114,8 @@ async def test_a_fence_is_answered_only_once_the_events_delivered_before_it_are_
         async with Worker(config) as worker:
             await apply_endpoint(config, endpoint(receiver, "rising", home="lane", timeout="60s"))
             await wait_until(lambda: isinstance(worker.runners.get("rising"), LaneRunner), 10, "served on its lane")
+            assert worker.lanes is not None and worker.lanes.router.inline is not None
+            worker.lanes.router.inline.policy.attempted("rising", 0.01)  # seen answering fast: inline from now
             slow = Event(type="order.paid", data={"hold": True}, key="slow")
             await publish(config, [slow])
             await asyncio.wait_for(held.wait(), 10)
@@ -191,6 +193,8 @@ async def test_a_fence_waiting_when_its_router_stops_returns_with_the_events_bef
         async with Worker(config) as first:
             await apply_endpoint(config, endpoint(receiver, "rising", home="lane", timeout="60s"))
             await wait_until(lambda: isinstance(first.runners.get("rising"), LaneRunner), 10, "served on its lane")
+            assert first.lanes is not None and first.lanes.router.inline is not None
+            first.lanes.router.inline.policy.attempted("rising", 0.01)  # seen answering fast: inline from now
             await publish(config, [slow])
             await asyncio.wait_for(held.wait(), 10)
             promotion = asyncio.ensure_future(apply_endpoint(config, endpoint(receiver, "rising", home="dedicated")))

@@ -26,6 +26,25 @@ from warren.topology import names
 pytestmark = pytest.mark.timeout(90)
 
 
+def held_replies(receiver: Receiver, path_end: str) -> asyncio.Event:
+    """The receiver answers 200 at once, but a request whose path ends with ``path_end`` only once the event is set."""
+    release = asyncio.Event()
+
+    async def hangs(_: Receiver, request: Any, __: bytes) -> Reply:
+        if request.path.endswith(path_end):
+            await release.wait()
+        return Reply(200)
+
+    receiver.behaviour = hangs
+    return release
+
+
+def prove(policy: InlinePolicy, *names: str) -> None:
+    """Given endpoints already seen answering fast (an attempt through their lane): they may have inline ones."""
+    for name in names:
+        policy.attempted(name, 0.01)
+
+
 async def test_first_attempts_are_made_by_the_router_with_no_copy_in_the_lanes(
     endpoint_config: Any, receiver: Receiver, publish: Any
 ) -> None:
@@ -35,6 +54,7 @@ async def test_first_attempts_are_made_by_the_router_with_no_copy_in_the_lanes(
     events = [Event(type="order.paid", data={"n": i}) for i in range(12)]  # fewer than a concurrency (16)
     async with Worker(config) as worker:
         assert worker.lanes is not None and worker.lanes.router.inline is not None
+        prove(worker.lanes.router.inline.policy, *endpoints)
         # When 12 events are published
         await publish(config, events)
         await receiver.wait_for(lambda r: all(r.ok_ids(f"/hook/{n}") == {e.id for e in events} for n in endpoints), 20)
@@ -78,6 +98,8 @@ async def test_a_failed_inline_attempt_goes_on_through_the_delay_chain_and_its_l
     config = await endpoint_config([lane_endpoint(receiver, "flaky-in")], lanes={"count": LANES})
     events = [Event(type="order.paid", data={"n": i}) for i in range(8)]
     async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        prove(worker.lanes.router.inline.policy, "flaky-in")
         await publish(config, events)
         await receiver.wait_for(lambda r: r.ok_ids("/hook/flaky-in") == {e.id for e in events}, 30)
         lane = names.lane_queue(config.broker.prefix, names.lane_of("flaky-in", LANES))
@@ -118,6 +140,7 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
     async with Worker(config) as worker:
         assert worker.lanes is not None and worker.lanes.router.inline is not None
         inline = worker.lanes.router.inline
+        prove(inline.policy, "slow-in", "fast-in")  # both seen fast before: the slow one turns slow now
         # When the slow endpoint's events are published first, then the fast one's
         await publish(config, slow)
         await publish(config, fast)
@@ -136,6 +159,7 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
 
 def test_the_policy_caps_each_endpoint_at_a_quarter_of_the_window_and_its_concurrency_keeping_an_eighth_free() -> None:
     policy = InlinePolicy(window=16)  # 4 an endpoint at most, 14 in all
+    prove(policy, "a", "b", "c", "d", "e")
     for _ in range(4):
         assert policy.may("a", 32, 0.0)
         policy.began("a")
@@ -163,7 +187,9 @@ def test_a_slow_inline_delivery_bars_its_endpoint_longer_each_time_in_a_row() ->
     policy.began("s")
     policy.ended("s", 2.0, 0.0)  # slow: barred for 30 s
     assert policy.barred("s", 29.0) and not policy.may("s", 8, 29.0)
-    assert not policy.barred("s", 30.0) and policy.may("s", 8, 30.0)
+    assert not policy.barred("s", 30.0) and not policy.may("s", 8, 30.0)  # the bar is over, but it was slow
+    prove(policy, "s")  # until an attempt through its lane is fast
+    assert policy.may("s", 8, 30.0)
     policy.began("s")
     policy.ended("s", 2.0, 30.0)  # again: 60 s
     assert policy.barred("s", 89.0) and not policy.barred("s", 90.0)
@@ -197,14 +223,7 @@ async def test_an_event_for_a_hanging_endpoint_holds_back_no_later_event_of_its_
 ) -> None:
     # Given a lane endpoint that answers only once the test lets it (timeout 60 s) and a fast lane-mate, both
     # unordered, and every event of one key: the hanging one's first, then 30 for the mate
-    release = asyncio.Event()
-
-    async def hangs(_: Receiver, request: Any, __: bytes) -> Reply:
-        if request.path.endswith("/hangs-in"):
-            await release.wait()
-        return Reply(200)
-
-    receiver.behaviour = hangs
+    release = held_replies(receiver, "/hangs-in")
     config = await endpoint_config(
         [
             lane_endpoint(receiver, "hangs-in", events=["slow.*"], timeout="60s"),
@@ -217,6 +236,7 @@ async def test_an_event_for_a_hanging_endpoint_holds_back_no_later_event_of_its_
     async with Worker(config) as worker:
         assert worker.lanes is not None and worker.lanes.router.inline is not None
         router = worker.lanes.router
+        prove(router.inline.policy, "hangs-in", "mate-in")  # both seen fast before: the first one hangs now
         # When they are published in that order
         await publish(config, [slow, *fast])
         # Then the mate's events are all delivered while the hanging delivery is still held (a causal bound:
@@ -238,6 +258,7 @@ def test_an_inline_delivery_still_running_past_the_slow_mark_bars_its_endpoint_o
         policy.began(f"fast-{k}", 0.0)
         policy.ended(f"fast-{k}", 0.01, 0.01)
     # Given an endpoint with two inline deliveries hanging since t=0
+    prove(policy, "h")
     policy.began("h", 0.0)
     policy.began("h", 0.0)
     assert policy.may("h", 16, 0.5) and not policy.barred("h", 0.5)
@@ -255,6 +276,7 @@ def test_the_oldest_inline_delivery_still_running_decides_whatever_order_the_oth
         policy.began(f"fast-{k}", 0.0)
         policy.ended(f"fast-{k}", 0.01, 0.01)
     # Given deliveries of one endpoint begun at 0.6, 0.0 and 0.3 s (in that order), and the one of 0.0 s ending fast
+    prove(policy, "e")
     for start in (0.6, 0.0, 0.3):
         policy.began("e", start)
     policy.ended("e", 0.05, 0.05)
@@ -266,3 +288,34 @@ def test_the_oldest_inline_delivery_still_running_decides_whatever_order_the_oth
     # And that one's slow end does not bar it again: the bar is the one of 30 s from 1.65 s
     policy.ended("e", 2.0, 2.6)
     assert policy.barred("e", 31.6) and not policy.barred("e", 31.7)
+
+
+async def test_an_endpoint_not_yet_seen_answering_fast_is_served_through_its_lane_holding_no_routed_event(
+    endpoint_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given a lane endpoint new to the worker that answers only once the test lets it (timeout 60 s), and a
+    # lane-mate subscribed to the same events
+    release = held_replies(receiver, "/new-hangs")
+    config = await endpoint_config(
+        [lane_endpoint(receiver, "new-hangs", timeout="60s"), lane_endpoint(receiver, "new-mate")],
+        lanes={"count": LANES},
+    )
+    events = [Event(type="order.paid", data={"n": i}) for i in range(8)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        router = worker.lanes.router
+        # When 8 events are published
+        await publish(config, events)
+        # Then the mate gets them all, and every event is acked by the router while the hanging endpoint's
+        # attempts are still held: they were made from its lane, not inline (a causal bound: inline, they would
+        # hold their events unacked in the route partitions, and with them the partitions' batched acks)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/new-mate") == {e.id for e in events}, 30)
+        async with asyncio.timeout(20):
+            while router.routed < len(events):
+                await asyncio.sleep(0.02)
+        assert not receiver.ok_ids("/hook/new-hangs")
+        assert router.inline.started["new-hangs"] == 0
+        # and once it answers, each is delivered to it once
+        release.set()
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/new-hangs") == {e.id for e in events}, 45)
+    assert len(receiver.ok_ids("/hook/new-mate")) == 8

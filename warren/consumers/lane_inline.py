@@ -13,8 +13,10 @@ mid-way leaves the event to another router: its inline deliveries done already a
 ``[lanes] route_prefetch`` as the copies are (docs/architecture.md, "Lanes").
 
 Isolation: an inline delivery holds the router's window (one of ``route_prefetch`` unacked events) for as long
-as it takes, so only endpoints whose deliveries are fast get one (``InlinePolicy``, pure): not held (circuit
-open, paused, disabled, or not accepting), without a fleet-wide limit, each with at most its ``concurrency`` and a
+as it takes, and with it its route partition's batched acks, so only endpoints whose deliveries are fast get one
+(``InlinePolicy``, pure): seen answering fast (its last attempt, inline or from its lane: a new endpoint's
+first ones go through its lane), not held (circuit open, paused, disabled, or not accepting), without a
+fleet-wide limit, each with at most its ``concurrency`` and a
 quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
 part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
 deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
@@ -66,18 +68,20 @@ class InlinePolicy:
         self.in_flight = 0
         self.slow, self.bar, self.bar_max = slow, bar, bar_max
         self._states: dict[str, _State] = {}
+        # Endpoints whose last attempt (inline or through their lane) was fast: only they get inline deliveries.
+        self._proven: set[str] = set()
         self._recent: deque[float] = deque(maxlen=RECENT)  # the last inline deliveries' seconds, all endpoints
         self._typical = 0.0  # their median, taken again every RECENT // 8 deliveries
         self._samples = 0
 
     def may(self, name: str, concurrency: int, now: float) -> bool:
         """Whether ``name`` (of ``concurrency``) may begin an inline delivery now."""
-        if self.in_flight >= self.total_cap:
+        if self.in_flight >= self.total_cap or name not in self._proven:
             return False
         state = self._states.get(name)
         if state is None:
             return True
-        self._overdue(state, now)
+        self._overdue(name, state, now)
         return now >= state.barred_until and state.in_flight < min(self.cap, concurrency)
 
     def began(self, name: str, now: float | None = None) -> None:
@@ -103,11 +107,27 @@ class InlinePolicy:
             self._typical = statistics.median(self._recent)
         if self._slow(seconds):
             if not already:
-                self._bar(state, now)
+                self._bar(name, state, now)
         elif now >= state.barred_until:
             state.strikes = 0
         if not state.in_flight and not state.strikes:
             del self._states[name]
+
+    def attempted(self, name: str, seconds: float) -> None:
+        """An attempt of ``name`` (inline or from its lane) took ``seconds``: a fast one proves the endpoint (it
+        may have inline deliveries), a slow one takes that back until another is fast.
+
+        So an endpoint not yet seen to answer fast (new to this worker, or slow since) is served through its lane,
+        where a hanging attempt holds only a lane's message, not the router's: an inline delivery keeps its event
+        unacked in its route partition for as long as it runs, and every later event of that partition can then
+        only be acked alone (``AckBatcher``'s stragglers), each a settle of its own on the quorum queue, until it
+        ends. A hanging endpoint's first deliveries (16, for 10 s) made most of the partitions' acks single ones:
+        the broker's work per event of every endpoint went up by half or more (docs/deployment.md, "Isolation").
+        """
+        if seconds <= self.slow or not self._slow(seconds):  # the first test alone for nearly every attempt
+            self._proven.add(name)
+        else:
+            self._proven.discard(name)
 
     def _state(self, name: str) -> _State:
         """``name``'s state, made only when it has none (not a new ``_State`` built per call, as setdefault would)."""
@@ -120,17 +140,18 @@ class InlinePolicy:
         state = self._states.get(name)
         if state is None:
             return False
-        self._overdue(state, now)
+        self._overdue(name, state, now)
         return now < state.barred_until
 
     def _slow(self, seconds: float) -> bool:
         return seconds > self.slow and seconds > SLOWER * self._typical
 
-    def _bar(self, state: _State, now: float) -> None:
+    def _bar(self, name: str, state: _State, now: float) -> None:
+        self._proven.discard(name)  # after its bar, back through its lane until an attempt there is fast
         state.barred_until = max(state.barred_until, now + min(self.bar_max, self.bar * 2.0 ** min(state.strikes, 16)))
         state.strikes += 1
 
-    def _overdue(self, state: _State, now: float) -> None:
+    def _overdue(self, name: str, state: _State, now: float) -> None:
         """An inline delivery still running past the slow mark bars its endpoint now, not at its end (a hanging
         endpoint's first deliveries would otherwise go on taking the router's window until its timeout).
 
@@ -138,7 +159,7 @@ class InlinePolicy:
         found by bisection in the sorted starts, not by a scan of every delivery in flight."""
         first = bisect.bisect_right(state.starts, state.noted)
         if first < len(state.starts) and self._slow(now - state.starts[first]):
-            self._bar(state, now)
+            self._bar(name, state, now)
             state.noted = now
 
 

@@ -85,6 +85,8 @@ class LaneStage:
         self.router.elsewhere = self._served_dedicated
         if lanes.inline:  # the first attempt made by the router, without a lane copy (lane_inline.py)
             self.router.inline = InlineDeliveries(runners, lanes.route_prefetch)
+            policy = self.router.inline.policy  # which endpoints answer fast: told of every attempt
+            hooks.observers.append(lambda record: policy.attempted(record.endpoint, record.duration))
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None
