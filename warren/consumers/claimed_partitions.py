@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
-from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.uninterrupted import uninterrupted
+from warren.broker.amqp.channels import close_channel, consume_on
 from warren.consumers.key_lanes import Apart, PartitionLanes, lane_key, new_consumer_tag
 from warren.core.deadlines import within
 from warren.core.errors import describe
@@ -116,20 +115,17 @@ class ClaimedPartitions:
             if name in self._lanes or self._connection is None or not self._wanted(name):
                 return  # consumed already, or stopped or given up while this consume waited for the lock
             channel = await self._connection.channel()
+            lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key, apart=self.apart)
+            self._lanes[name], self._channels[name] = lanes, channel
+            tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes
+            self._tags = {t: q for t, q in self._tags.items() if q != name}
+            self._tags[tag] = name
             try:
-                await uninterrupted(channel.set_qos(prefetch_count=self.prefetch))
-                queue = await uninterrupted(channel.get_queue(name, ensure=True))
-                lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key, apart=self.apart)
-                self._lanes[name], self._channels[name] = lanes, channel
-                tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes
-                self._tags = {t: q for t, q in self._tags.items() if q != name}
-                self._tags[tag] = name
-                await uninterrupted(queue.consume(lanes.dispatch, consumer_tag=tag))
-            except BaseException:
+                await consume_on(channel, name, self.prefetch, lanes.dispatch, tag)
+            except BaseException:  # the channel is closed already
                 self._lanes.pop(name, None)
                 self._channels.pop(name, None)
                 self._tags = {t: q for t, q in self._tags.items() if q != name}
-                await close_channel(channel)
                 raise
 
     async def _returned(self, name: str, lanes: PartitionLanes) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import close_channel, consume_on, queue_on
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.claimed_partitions import consume_again
@@ -64,9 +64,8 @@ class EndpointConsumers:
         self._connection = connection
         if not self.ordered:
             self._consume_channel = await connection.channel()
-            await uninterrupted(self._consume_channel.set_qos(prefetch_count=self.endpoint.concurrency))
-            self._queues[self.queue_names[0]] = await uninterrupted(
-                self._consume_channel.get_queue(self.queue_names[0], ensure=True)
+            self._queues[self.queue_names[0]] = await queue_on(
+                self._consume_channel, self.queue_names[0], self.endpoint.concurrency
             )
 
     async def start_consuming(self) -> None:
@@ -113,17 +112,14 @@ class EndpointConsumers:
             self._lanes.pop(name, None)
             await close_channel(stale)
         channel = await self._connection.channel()
+        lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
+        self._partition_channels[name], self._lanes[name] = channel, lanes  # before the consume: its deliveries
         try:
-            await uninterrupted(channel.set_qos(prefetch_count=self.endpoint.partition_prefetch))
-            queue = await uninterrupted(channel.get_queue(name, ensure=True))
-            lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
-            self._partition_channels[name], self._queues[name], self._lanes[name] = channel, queue, lanes
-            await uninterrupted(queue.consume(lanes.dispatch, consumer_tag=tag))
-        except BaseException:
+            self._queues[name] = await consume_on(channel, name, self.endpoint.partition_prefetch, lanes.dispatch, tag)
+        except BaseException:  # the channel is closed already (never left open beside the next try's)
             if self._partition_channels.get(name) is channel:
                 self._lanes.pop(name, None)
                 self._partition_channels.pop(name, None)
-            await close_channel(channel)  # never left open beside the next try's
             raise
 
     async def _returned(self, name: str, lanes: PartitionLanes) -> None:

@@ -37,7 +37,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import close_channel, queue_on
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
@@ -222,8 +222,7 @@ class LaneConsumer:
         await self.settler.open(connection, self.prefix)
         for lane in self.lanes:
             lane.channel = await connection.channel()
-            await uninterrupted(lane.channel.set_qos(prefetch_count=self.prefetch))
-            lane.queue = await uninterrupted(lane.channel.get_queue(lane.name, ensure=True))
+            lane.queue = await queue_on(lane.channel, lane.name, self.prefetch)  # closed by close() if anything fails
             lane.tag = await uninterrupted(lane.queue.consume(functools.partial(self._on_message, lane)))
 
     async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:

@@ -55,10 +55,9 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from warren.broker import wire
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import close_channel, consume_on
 from warren.broker.amqp.confirm import LINK_ERRORS
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
 from warren.consumers.park_link import PARK_ARGUMENTS, ParkLink
@@ -268,26 +267,15 @@ class OrderedParks:
         tag = new_consumer_tag()
         self._tags[tag] = lanes
         try:
-            consumed = await uninterrupted(self._consume_on(channel, queue, lanes, tag))
+            await consume_on(channel, queue, self.prefetch, lanes.dispatch, tag)  # closes the channel if it fails
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            self._tags.pop(tag, None)
+            return None
         except BaseException:
             self._tags.pop(tag, None)
-            await close_channel(channel)
             raise
-        if not consumed:
-            self._tags.pop(tag, None)
-            await close_channel(channel)
-            return None
         self._draining[name] = lanes
         return lanes, channel
-
-    async def _consume_on(self, channel: AbstractChannel, queue: str, lanes: PartitionLanes, tag: str) -> bool:
-        await channel.set_qos(prefetch_count=self.prefetch)
-        try:
-            q = await channel.get_queue(queue, ensure=True)
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return False
-        await q.consume(lanes.dispatch, consumer_tag=tag)
-        return True
 
     async def _closed(self, name: str, channel: AbstractChannel) -> None:
         self._tags = {t: lanes for t, lanes in self._tags.items() if lanes is not self._draining.get(name)}

@@ -14,15 +14,17 @@ such channels again once it is back.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, closing
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 
-__all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel"]
+__all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel", "consume_on", "queue_on"]
 
 CLOSE_TIMEOUT = 5.0  # seconds a close may take before it is given up on (the channel is forgotten anyway)
 
@@ -47,3 +49,31 @@ async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_
         # The close itself is never cut (broker/amqp/uninterrupted.py): the time limit, or this task's
         # cancellation, ends the wait for it only.
         await within(uninterrupted(channel.close(), grace=0), timeout)
+
+
+async def queue_on(channel: AbstractChannel, queue_name: str, prefetch: int) -> AbstractQueue:
+    """Give ``channel`` a per-consumer prefetch of ``prefetch`` (quorum queues refuse global QoS) and get the
+    existing queue ``queue_name`` on it, each step never cut (broker/amqp/uninterrupted.py). The channel is left
+    as it is if either fails: its owner closes it (``consume_on`` does)."""
+    await uninterrupted(channel.set_qos(prefetch_count=prefetch))
+    return await uninterrupted(channel.get_queue(queue_name, ensure=True))
+
+
+async def consume_on(
+    channel: AbstractChannel,
+    queue_name: str,
+    prefetch: int,
+    callback: Callable[[AbstractIncomingMessage], Awaitable[Any]],
+    tag: str,
+) -> AbstractQueue:
+    """``queue_on``, then consume the queue with ``callback`` under consumer tag ``tag`` (chosen by the caller,
+    so that the first deliveries can be told by it before the consume's answer is back), each step never cut.
+    If any of them fails (or is cancelled) the channel is closed before the error goes on: never left open
+    beside the next try's."""
+    try:
+        queue = await queue_on(channel, queue_name, prefetch)
+        await uninterrupted(queue.consume(callback, consumer_tag=tag))
+    except BaseException:
+        await close_channel(channel)
+        raise
+    return queue
