@@ -173,7 +173,7 @@ class OrderedLaneRunner(SharedHomeRunner):
 
     async def _give_back(self, message: AbstractIncomingMessage, delivery: Delivery | None, why: HandBack) -> None:
         lanes = self.lanes_of(message)
-        if lanes is not None and time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit - 1:
+        if lanes is not None and self._hold_left(message, lanes) <= 0:
             await self.settler.hand_back(message)  # the hold limit: the whole lane goes back, in order
             return
         self._held_back.add(id(message))  # held (paused, circuit open): it waits in its FIFO, unattempted
@@ -193,11 +193,16 @@ class OrderedLaneRunner(SharedHomeRunner):
                         return True
                 if parkable:
                     return False
-                if time.monotonic() - lanes.held_since(message) >= self.delivery.ordered_hold_limit:
+                if (left := self._hold_left(message, lanes)) <= 0:
                     await self.settler.hand_back(message)
                     return True
-                if await lanes.wait(HELD_WAIT):
+                if await lanes.wait(min(HELD_WAIT, left)):  # the next look is at the hold limit at the latest
                     return True
             return True
         finally:
             self._held_back.discard(id(message))
+
+    def _hold_left(self, message: AbstractIncomingMessage, lanes: PartitionLanes) -> float:
+        """Seconds ``message`` may still be held unacked (``delivery.ordered_hold_limit``, from its delivery). A held
+        copy waits in its FIFO until then, looked at again no later than that, so none is handed back before it."""
+        return self.delivery.ordered_hold_limit - (time.monotonic() - lanes.held_since(message))
