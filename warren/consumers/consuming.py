@@ -59,6 +59,9 @@ class EndpointConsumers:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         raise NotImplementedError
 
+    def _unstarted(self, message: AbstractIncomingMessage) -> None:
+        """A partition's delivery goes back with its channel never started (key_lanes.py): nothing to remember here."""
+
     async def open_consuming(self, connection: AbstractRobustConnection) -> None:
         """Open the work queue's channel (per-consumer prefetch: quorum queues refuse global QoS)."""
         self._connection = connection
@@ -116,7 +119,7 @@ class EndpointConsumers:
         try:
             await uninterrupted(channel.set_qos(prefetch_count=self.endpoint.partition_prefetch))
             queue = await uninterrupted(channel.get_queue(name, ensure=True))
-            lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
+            lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes), unstarted=self._unstarted)
             self._partition_channels[name], self._queues[name], self._lanes[name] = channel, queue, lanes
             await uninterrupted(queue.consume(lanes.dispatch, consumer_tag=tag))
         except BaseException:
