@@ -430,3 +430,20 @@ async def test_a_handling_apart_that_fails_is_logged_and_leaves_nothing_running(
         await lanes.dispatch(deliveries("a")[0])
     assert "a detached handling failed: " in caplog.text and "boom" in caplog.text
     assert not lanes.busy and lanes.held == 0
+
+
+async def test_a_hand_back_tells_which_deliveries_go_back_never_started() -> None:
+    # Given a partition whose key a has its head in flight and two more queued, key b one in flight
+    handler, unstarted = Handler(), []
+    lanes = PartitionLanes(handler, asyncio.Event().wait, unstarted=lambda m: unstarted.append(m.delivery_tag))
+    tasks = [asyncio.create_task(lanes.dispatch(m)) for m in deliveries("aaab")]
+    await settle()
+    # When the partition is handed back, and a delivery arrives after that
+    lanes.hand_back()
+    await lanes.dispatch(deliveries("aaaab")[4])
+    # and the heads in flight end (settled or not: they were started, their returns are theirs)
+    for tag in (1, 4):
+        handler.release.setdefault(tag, asyncio.Event()).set()
+    await asyncio.gather(*tasks)
+    # Then the lanes told of a's two queued messages and of the late delivery, and of nothing started
+    assert sorted(unstarted) == [2, 3, 5] and handler.started == [1, 4]

@@ -19,10 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 
-import aiormq.abc
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
@@ -35,7 +32,7 @@ from warren.broker.live_demote import demote
 from warren.broker.live_layout import announce, by, one_call_connection, own_queues, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
-from warren.broker.partition_fence import fence_routing_stage
+from warren.broker.promotion_fence import fenced_or_undone, raw_channel
 from warren.broker.route_fence import announce_to_routers
 from warren.core.errors import EndpointNotEmpty, LiveApplyError, RoutingUnconfirmed, TopologyError
 from warren.store.keys import StoreKeyError, sealer_from
@@ -197,7 +194,7 @@ async def _apply_on(
         await _unbind(connection, names.endpoint_exchange(prefix, endpoint.name), stale)
     if settings.lanes.count and not before.exists and promoting is not False:
         # Maybe a lane endpoint until now: what the routing stage holds for it is routed before it hears otherwise.
-        await _fenced(connection, settings, endpoint)
+        await fenced_or_undone(connection, settings, [endpoint])
     await announce(connection, prefix, record)
     if settings.lanes.count and not before.exists:
         # New here, or promoted from a lane: letters naming it in its lane's DLQ follow it into its own DLQ.
@@ -212,51 +209,6 @@ async def _apply_on(
         except EndpointNotEmpty as exc:
             # Applied: only messages handed back by workers as they switched are left in an old queue.
             log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
-
-
-async def _fenced(connection: AbstractConnection, settings: WarrenConfig, endpoint: Endpoint) -> None:
-    """The routing stage fenced (warren/broker/partition_fence.py); else the queues just declared are deleted again
-    and RoutingUnconfirmed raised: the endpoint stays on its lane, where every router still routes to it, so what its
-    queues took meanwhile is a lane copy's twin, and nothing of it is lost."""
-    prefix, lanes = settings.broker.prefix, settings.lanes
-    try:
-        outcome = await fence_routing_stage(connection, prefix, lanes.route_partitions, lanes.promote_wait)
-    except BaseException:  # not even fenced (the link lost, the call cancelled): undone as far as it can be
-        with contextlib.suppress(Exception):
-            await _undeclare(connection, prefix, endpoint)
-        raise
-    if outcome.complete:
-        return
-    await _undeclare(connection, prefix, endpoint)
-    raise RoutingUnconfirmed(
-        f"endpoint {endpoint.name!r} not promoted, still on its lane: the routing stage did not confirm within "
-        f"{lanes.promote_wait:g} s ([lanes] promote_wait) that the events it held for it were routed (not confirmed: "
-        f"{', '.join(outcome.missing)}; no worker routing, one busy or retrying, or an earlier release's routing "
-        "queue still holding events); apply it again once workers are routing (`warren status`: the routing stage "
-        "keeping up)",
-        outcome.missing,
-    )
-
-
-async def _undeclare(connection: AbstractConnection, prefix: str, endpoint: Endpoint) -> None:
-    """Delete the exchange and queues an apply declared for ``endpoint`` (they did not exist before it)."""
-    async with _raw_channel(connection, f"RabbitMQ refused to undo the promotion of endpoint {endpoint.name!r}") as raw:
-        await raw.exchange_delete(names.endpoint_exchange(prefix, endpoint.name))  # no event reaches them from now
-        for queue in [*consumed_queues(prefix, endpoint), names.dlq(prefix, endpoint.name)]:
-            await raw.queue_delete(queue)
-
-
-@contextlib.asynccontextmanager
-async def _raw_channel(connection: AbstractConnection, refused: str) -> AsyncIterator[aiormq.abc.AbstractChannel]:
-    """A channel's aiormq side, closed after; a channel error raised as TopologyError(``refused``: why)."""
-    channel = await connection.channel()
-    try:
-        yield await channel.get_underlay_channel()
-    except aiormq.exceptions.AMQPChannelError as exc:
-        raise TopologyError(f"{refused}: {exc}") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
 
 
 async def _moving_onto_lanes(connection: AbstractConnection, prefix: str, endpoint: Endpoint) -> bool:
@@ -282,7 +234,7 @@ async def _relayout(
             busy,
         )
     exchange = names.endpoint_exchange(prefix, endpoint.name)
-    async with _raw_channel(connection, f"RabbitMQ refused to re-lay endpoint {endpoint.name!r}") as raw:
+    async with raw_channel(connection, f"RabbitMQ refused to re-lay endpoint {endpoint.name!r}") as raw:
         # A new exchange type cannot be declared over the old one; the consistent-hash exchange of a new
         # partition count keeps its type, and unbinding the dropped partitions is enough.
         partitions_only = endpoint.ordering == "key" and all(q.rsplit(".", 1)[-1].startswith("p") for q in dropped)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker.amqp.channels import close_channel, consume_on
-from warren.consumers.key_lanes import Apart, PartitionLanes, lane_key, new_consumer_tag
+from warren.consumers.key_lanes import Apart, PartitionLanes, Unstarted, lane_key, new_consumer_tag
 from warren.core.deadlines import within
 from warren.core.errors import describe
 
@@ -44,6 +44,7 @@ class ClaimedPartitions:
         *,
         key: Callable[[AbstractIncomingMessage], str] = lane_key,
         apart: Apart | None = None,
+        unstarted: Unstarted | None = None,
         grace: float = 30.0,
     ) -> None:
         self.queue_names = list(queue_names)
@@ -51,6 +52,7 @@ class ClaimedPartitions:
         self.handle = handle
         self.key = key
         self.apart = apart  # a delivery handled apart from its key's lane (key_lanes.py), or None: it joins it
+        self.unstarted = unstarted  # told of deliveries returned with a channel that no lane started (key_lanes.py)
         self.grace = grace
         self.assigned: list[str] = []
         self.accepting = False
@@ -115,7 +117,13 @@ class ClaimedPartitions:
             if name in self._lanes or self._connection is None or not self._wanted(name):
                 return  # consumed already, or stopped or given up while this consume waited for the lock
             channel = await self._connection.channel()
-            lanes = PartitionLanes(self.handle, lambda: self._returned(name, lanes), key=self.key, apart=self.apart)
+            lanes = PartitionLanes(
+                self.handle,
+                lambda: self._returned(name, lanes),
+                key=self.key,
+                apart=self.apart,
+                unstarted=self.unstarted,
+            )
             self._lanes[name], self._channels[name] = lanes, channel
             tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes
             self._tags = {t: q for t, q in self._tags.items() if q != name}

@@ -59,6 +59,9 @@ class EndpointConsumers:
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         raise NotImplementedError
 
+    def _unstarted(self, message: AbstractIncomingMessage) -> None:
+        """A partition's delivery goes back with its channel never started (key_lanes.py): nothing to remember here."""
+
     async def open_consuming(self, connection: AbstractRobustConnection) -> None:
         """Open the work queue's channel (per-consumer prefetch: quorum queues refuse global QoS)."""
         self._connection = connection
@@ -112,7 +115,7 @@ class EndpointConsumers:
             self._lanes.pop(name, None)
             await close_channel(stale)
         channel = await self._connection.channel()
-        lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes))
+        lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes), unstarted=self._unstarted)
         self._partition_channels[name], self._lanes[name] = channel, lanes  # before the consume: its deliveries
         try:
             self._queues[name] = await consume_on(channel, name, self.endpoint.partition_prefetch, lanes.dispatch, tag)

@@ -145,6 +145,10 @@ class EndpointRunner(EndpointConsumers):
         finally:
             self.ended(tag, task)
 
+    def _unstarted(self, message: AbstractIncomingMessage) -> None:
+        # Its return (x-delivery-count + 1) is no hand-back of its own: not counted against delivery.max_handbacks.
+        self.held.not_started(message.message_id)
+
     def _parse(self, message: AbstractIncomingMessage) -> Delivery:
         return parse_delivery(
             message.body,

@@ -5,7 +5,10 @@ it stops being held before it is settled (the hold limit, a parked circuit, a ga
 attempts it spent and when its next attempt is due, so that its next delivery here continues the schedule
 instead of starting it again (another worker starts from the headers' count; ``max_age`` bounds it either way).
 It also counts the returns that only waited for that attempt (``waited``): they are no hand-backs of an attempt,
-and ``delivery.max_handbacks`` does not count them. Bounded: past ``HELD_MEMORY`` messages the oldest memory goes.
+and ``delivery.max_handbacks`` does not count them; nor the returns of messages that waited behind their key's head
+and went back with their partition (or ordered lane) without ever being started (``not_started``): RabbitMQ counts
+each such return in ``x-delivery-count`` as it counts a hand-back. Bounded: past ``HELD_MEMORY`` messages the oldest
+memory goes.
 """
 
 from __future__ import annotations
@@ -57,8 +60,16 @@ class HeldAttempts:
         if event_id in self._held:
             self._waits[event_id] = self._waits.get(event_id, 0) + 1
 
+    def not_started(self, event_id: str | None) -> None:
+        """Count one return of a message this runner never started: it went back with its partition's channel."""
+        if event_id is None:
+            return
+        if event_id not in self._waits and len(self._waits) >= self.limit:
+            self._waits.pop(next(iter(self._waits)))
+        self._waits[event_id] = self._waits.get(event_id, 0) + 1
+
     def waits(self, event_id: str) -> int:
-        """How many of the message's returns (``x-delivery-count``) were waits here, not hand-backs."""
+        """How many of the message's returns (``x-delivery-count``) were waits here or unstarted, not hand-backs."""
         return self._waits.get(event_id, 0)
 
     def forget(self, event_id: str) -> None:

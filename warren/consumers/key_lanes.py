@@ -37,11 +37,13 @@ from warren.core.deadlines import within
 from warren.core.errors import describe
 from warren.topology.headers import H_KEY
 
-__all__ = ["Apart", "PartitionLanes", "lane_key", "new_consumer_tag"]
+__all__ = ["Apart", "PartitionLanes", "Unstarted", "lane_key", "new_consumer_tag"]
 
 log = logging.getLogger("warren.worker")
 
 Handler = Callable[[AbstractIncomingMessage], Awaitable[None]]
+# Told of each delivery that goes back with the channel without ever having been handed to the handler.
+Unstarted = Callable[[AbstractIncomingMessage], None]
 # A message's handling apart from its key's lane, or None: it joins the lane (``PartitionLanes.dispatch``).
 Apart = Callable[[AbstractIncomingMessage], Coroutine[Any, Any, None] | None]
 
@@ -70,8 +72,13 @@ class PartitionLanes:
         on_returned: Callable[[], Awaitable[None]],
         key: Callable[[AbstractIncomingMessage], str] = lane_key,
         apart: Apart | None = None,
+        unstarted: Unstarted | None = None,
     ) -> None:
         self._handle = handle
+        # Told of each delivery returned with the channel that no lane ever started (behind its key's head, or
+        # delivered once the hand-back began): RabbitMQ counts that return in its x-delivery-count all the same,
+        # and the runner does not take it for a hand-back of its own (held_attempts.py, ``not_started``).
+        self._unstarted = unstarted
         self._apart = apart  # asked first of each delivery: a handling that needs no lane (the dispatch runs it)
         self._key = key  # which lane a delivery joins (an ordered lane's: endpoint and key)
         self._on_returned = on_returned
@@ -126,6 +133,7 @@ class PartitionLanes:
     async def dispatch(self, message: AbstractIncomingMessage) -> None:
         """Queue a delivery on its key's lane; with no lane running for that key, run one here."""
         if self.returning:
+            self._not_started([message])
             return  # left unacked: closing the channel returns it, behind the ones delivered before it
         self.acks.track(message)
         if self._apart is not None and (handling := self._apart(message)) is not None:
@@ -149,18 +157,27 @@ class PartitionLanes:
             return
         lane = self._lanes[key] = deque((message,))
         self._running += 1
+        started = False  # whether the lane's head has been handed to the handler (and not yet let go)
         try:
             while lane and not self.returning:
                 head = lane[0]
+                started = True
                 await self._handle(head)
                 lane.popleft()
+                started = False
                 self._delivered_at.pop(head.delivery_tag or 0, None)
         finally:
             # The rest of a lane cut short stays unacked in RabbitMQ: the channel's close returns it in order.
+            self._not_started(list(lane)[1:] if started else list(lane))
             if self._lanes.get(key) is lane:
                 del self._lanes[key]
             self._running -= 1
             self._maybe_returned()
+
+    def _not_started(self, messages: list[AbstractIncomingMessage]) -> None:
+        if self._unstarted is not None:
+            for message in messages:
+                self._unstarted(message)
 
     async def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True when the partition is being handed back (stop holding at once)."""

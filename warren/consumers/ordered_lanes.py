@@ -69,7 +69,11 @@ class OrderedLanes(ClaimedPartitions):
         lanes: int = 1,
     ) -> None:
         super().__init__(
-            [names.ordered_lane_queue(prefix, i) for i in range(count)], prefetch, self._deliver, key=ordered_key
+            [names.ordered_lane_queue(prefix, i) for i in range(count)],
+            prefetch,
+            self._deliver,
+            key=ordered_key,
+            unstarted=self._unstarted,
         )
         self.runners = runners
         self.hooks = hooks
@@ -85,6 +89,13 @@ class OrderedLanes(ClaimedPartitions):
         if lanes is None and self.parks is not None:
             lanes = self.parks.lanes_of(message)
         return lanes
+
+    def _unstarted(self, message: AbstractIncomingMessage) -> None:
+        """A copy returned with its lane behind its FIFO's head, never started: its endpoint's runner does not count
+        that return (x-delivery-count) as a hand-back of its own (held_attempts.py)."""
+        runner = self.runners.get(wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or "")
+        if runner is not None:
+            runner.held.not_started(message.message_id)
 
     async def _deliver(self, message: AbstractIncomingMessage) -> None:
         """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
