@@ -102,6 +102,7 @@ async def test_a_held_ordered_lane_endpoint_is_not_promoted_until_it_delivers_an
         await publish(config, meanwhile)  # waiting in its partitions, routed to no lane
         # Then once it answers again and the same change is applied again, everything arrives, each key in order
         failing["on"] = False
-        await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True)
+        patient = config.model_copy(update={"lanes": config.lanes.model_copy(update={"promote_wait": 30.0})})
+        await apply_endpoint(patient, ledger(receiver, "dedicated"), promoting=True)
         await receiver.wait_for(all_delivered([*before, *meanwhile], ["ledger"]), 60)
         assert violations_at(receiver, ["ledger"]) == []

@@ -118,11 +118,13 @@ async def fence_queues(
             message = Message(
                 b"",
                 headers={header: fence, H_FENCE_QUEUE: queue, **(extra or {})},
-                message_id=f"fence-{fence}",
+                # One id per queue: a publish's return is matched to it by id (aiormq), and the ordered lanes'
+                # consumers pass their fences on side by side on one channel (warren/consumers/lane_fences.py).
+                message_id=f"fence-{fence}-{queue}",
                 reply_to=replies.name,
                 delivery_mode=DeliveryMode.PERSISTENT,
             )
-            await publish_confirmed(channel.default_exchange, message, queue, what=f"the route fence into {queue}")
+            await publish_confirmed(channel.default_exchange, message, queue, what=f"a fence into {queue}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(everyone.wait(), wait)
         return frozenset(answered & set(queues))
