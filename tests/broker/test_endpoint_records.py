@@ -31,6 +31,16 @@ def test_the_bytes_written_are_todays_and_read_back() -> None:
     assert EndpointRecord.from_bytes(removal.to_message().body) == removal
 
 
+def test_a_record_closing_the_routing_says_so_and_others_do_not() -> None:
+    # (an ordered promotion under way: warren/broker/ordered_promotion.py)
+    closing = EndpointRecord("acme", APPLY, 5, "api@host", CONFIG, routing_closed=True)
+    body = orjson.loads(closing.to_message().body)
+    assert body["routing"] == "closed"
+    assert EndpointRecord.from_bytes(closing.to_message().body) == closing
+    assert "routing" not in orjson.loads(EndpointRecord("acme", APPLY, 6, "api@host", CONFIG).to_message().body)
+    assert not EndpointRecord.from_bytes(TODAY).routing_closed
+
+
 def test_records_of_earlier_releases_read_as_they_did() -> None:
     today: dict[str, Any] = orjson.loads(TODAY)
     # Before secrets had ends: no secret_expires

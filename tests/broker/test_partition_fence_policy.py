@@ -1,8 +1,10 @@
-"""When a promotion needs a fence through the routing stage (pure: warren/broker/partition_fence.py)."""
+"""When a promotion needs a fence through the routing stage, or an ordered one through the ordered lanes (pure:
+warren/broker/partition_fence.py, warren/broker/ordered_promotion.py)."""
 
 from __future__ import annotations
 
 from warren.broker.amqp.probe import QueueDepth
+from warren.broker.ordered_promotion import lanes_to_fence
 from warren.broker.partition_fence import FenceOutcome, fence_needed
 
 
@@ -27,3 +29,10 @@ def test_an_outcome_is_complete_only_with_every_partitions_answer() -> None:
     assert outcome.missing == ["p1"]
     assert FenceOutcome(("p0",), frozenset({"p0"})).complete
     assert FenceOutcome(("p0", "p1"), frozenset({"p0", "p1"}), needed=False).complete
+
+
+def test_an_ordered_promotion_fences_every_ordered_lane_unless_none_may_hold_a_copy() -> None:
+    idle, busy = {"o0": _depth(0, 0), "o1": _depth(0, 0), "o2": None}, {"o0": _depth(0, 1), "o1": _depth(0, 0)}
+    assert lanes_to_fence(idle, None) == ()  # nothing anywhere: nothing to wait for
+    assert lanes_to_fence(busy, None) == ("o0", "o1")  # a consumer may hold copies unacked: every lane
+    assert lanes_to_fence(idle, _depth(0, 0)) == ("o0", "o1")  # a park queue: its copies are drained first

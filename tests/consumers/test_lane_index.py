@@ -81,6 +81,18 @@ def test_endpoints_are_added_replaced_and_removed() -> None:
     assert index.subscribers("acme", "user.created") == [] and len(index) == 0 and "a" not in index
 
 
+def test_a_closed_endpoint_is_routed_to_no_more_but_stays_known_until_opened_again() -> None:
+    # (an ordered endpoint being promoted: warren/broker/ordered_promotion.py)
+    index = SubscriptionIndex([endpoint("a", ["order.*"]), endpoint("b", ["#"])])
+    index.close("a", True)
+    assert names_of(index.subscribers(None, "order.paid")) == ["b"]
+    assert "a" in index and index.get("a") is not None
+    index.add(endpoint("a", ["order.*", "user.*"]))  # reconfigured while closed: still closed
+    assert names_of(index.subscribers(None, "user.created")) == ["b"]
+    index.close("a", False)
+    assert names_of(index.subscribers(None, "order.paid")) == ["a", "b"]
+
+
 def test_the_index_agrees_with_the_bindings_on_random_subscriptions() -> None:
     rng = random.Random(34)
     words = ["order", "user", "paid", "created", "x", "*", "#"]

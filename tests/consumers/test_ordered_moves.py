@@ -72,6 +72,25 @@ def duplicates(receiver: Receiver) -> int:
     return len(ok) - len(set(ok))
 
 
+async def failing_once(make_config: Any, receiver: Receiver) -> WarrenConfig:
+    """A deployment for moves, declared: every event fails once at the receiver (503, then 200), so keys retry in
+    place."""
+    receiver.behaviour = first_fails()
+    config: WarrenConfig = make_config([], lanes=LANES, retry=RETRY, worker={"rebalance_interval": "500ms"})
+    await declare(config)
+    return config
+
+
+async def backlog(config: WarrenConfig, receiver: Receiver, publish: Any, per_key: int = 12) -> list[Event]:
+    """``per_key`` events on each of 8 keys published, and the endpoint's first few delivered: most still on their
+    way."""
+    before = keyed([f"k{i}" for i in range(8)], per_key)
+    await publish(config, before)
+    await receiver.wait_for(lambda r: len(r.ok_ids("/hook/ledger")) >= 5, 30)
+    assert len(receiver.ok_ids("/hook/ledger")) < len(before) - 16  # most of them still on their way
+    return before
+
+
 async def exists(config: WarrenConfig, queue: str) -> bool:
     connection = await aio_pika.connect(config.broker.url)
     try:
@@ -88,18 +107,13 @@ async def test_an_ordered_endpoint_moved_onto_the_ordered_lanes_mid_stream_keeps
     make_config: Any, receiver: Receiver, publish: Any
 ) -> None:
     # Given a dedicated ordered endpoint whose every event fails once (503, then 200), so keys retry in place
-    receiver.behaviour = first_fails()
-    config: WarrenConfig = make_config([], lanes=LANES, retry=RETRY, worker={"rebalance_interval": "500ms"})
-    await declare(config)
+    config = await failing_once(make_config, receiver)
     prefix = config.broker.prefix
     async with Worker(config) as worker:
         await apply_endpoint(config, ledger(receiver, "dedicated"))
         await wait_until(lambda: "ledger" in worker.runners, 10, "served on its partitions")
-        before = keyed([f"k{i}" for i in range(8)], 12)
-        await publish(config, before)
-        await receiver.wait_for(lambda r: len(r.ok_ids("/hook/ledger")) >= 5, 30)
         # When it is moved onto the ordered lanes while its partitions hold most of them, and more are published
-        assert len(receiver.ok_ids("/hook/ledger")) < len(before) - 16  # most of them still in its partitions
+        before = await backlog(config, receiver, publish)
         await apply_endpoint(config, ledger(receiver, "lane"))
         assert isinstance(worker.runners.get("ledger"), OrderedLaneRunner)
         after = later(8, 12, 6)

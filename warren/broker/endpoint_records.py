@@ -79,6 +79,7 @@ class EndpointRecord:
     config: dict[str, Any] | None = None  # the endpoint as JSON (``apply`` only), its secrets sealed
     sealed: bool = True  # False: an apply record written before secrets were sealed (refused by endpoint_config)
     secret_expires: tuple[float | None, ...] = ()  # each secret's end (epoch s), None while it has none
+    routing_closed: bool = False  # served, but routed to no more: an ordered promotion under way (ordered_promotion.py)
 
     @classmethod
     def applying(cls, endpoint: Endpoint, by: str, sealer: Sealer) -> EndpointRecord:
@@ -148,6 +149,8 @@ class EndpointRecord:
             body["config"] = self.config
             if self.sealed:
                 body["sealed"] = SEALED_WITH
+            if self.routing_closed:
+                body["routing"] = "closed"
             if any(end is not None for end in self.secret_expires):
                 body["secret_expires"] = list(self.secret_expires)
         return Message(orjson.dumps(body), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
@@ -164,6 +167,7 @@ class EndpointRecord:
             wire.config if wire.action == APPLY else None,
             sealed=wire.sealed is not None or wire.action != APPLY,
             secret_expires=tuple(wire.secret_expires),
+            routing_closed=wire.routing == "closed",
         )
 
 
@@ -183,6 +187,7 @@ class _Wire(BaseModel):
     config: dict[str, Any] | None = None  # apply only
     sealed: Annotated[Text | None, AfterValidator(_known_seal)] = None  # absent: written before records were sealed
     secret_expires: list[Number | None] = []  # each secret's end (epoch s) or null; absent: none ends
+    routing: Literal["closed"] | None = None  # absent: routed to as its config says
 
     @model_validator(mode="after")
     def _apply_carries_config(self) -> _Wire:

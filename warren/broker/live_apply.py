@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 from aio_pika.abc import AbstractConnection
@@ -32,6 +33,7 @@ from warren.broker.live_demote import demote
 from warren.broker.live_layout import announce, by, one_call_connection, own_queues, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.management import ManagementClient
+from warren.broker.ordered_promotion import promote_ordered
 from warren.broker.promotion_fence import fenced_or_undone, raw_channel
 from warren.broker.route_fence import announce_to_routers
 from warren.core.errors import EndpointNotEmpty, LiveApplyError, RoutingUnconfirmed, TopologyError
@@ -118,7 +120,9 @@ async def apply_endpoint(
     ``promoting``: whether the endpoint was a lane endpoint until now (False: new, or dedicated already; None: not
     known, taken as maybe). Declaring its own queues then fences the routing stage before it is announced
     (warren/broker/partition_fence.py): RoutingUnconfirmed when the routers did not confirm in time, the promotion
-    undone.
+    undone. An ordered endpoint said (True) to be promoted also has its ordered lanes emptied of its copies before
+    its partitions are consumed (warren/broker/ordered_promotion.py): LiveApplyError when that cannot finish in
+    time, the promotion left under way (nothing lost; applying it again finishes it).
 
     Raises EndpointNotEmpty when the change moves ordering or partitions of queues that hold messages,
     LiveApplyError when it cannot be applied otherwise, TopologyError when the broker refuses an object (or
@@ -138,10 +142,15 @@ async def apply_endpoint(
     # The management API's answer and the AMQP connection are awaited together: apply latency is the sum of
     # round trips, and these two need nothing of each other.
     plan = endpoint_plan(settings, endpoint)
+    closing = None
+    if endpoint.ordering == "key" and settings.lanes.count and settings.lanes.ordered_count and promoting:
+        # An ordered lane endpoint until now: announced as such, routed to no more, while its lanes empty.
+        lane = EndpointRecord.applying(endpoint.model_copy(update={"home": "lane"}), by(), sealer)
+        closing = dataclasses.replace(lane, routing_closed=True)
     stale_reading = asyncio.ensure_future(_checked_subscriptions(settings, endpoint, plan))
     try:
         async with one_call_connection(settings, connection, "warren-live-apply") as conn:
-            await _apply_on(conn, settings, endpoint, plan, record, stale_reading, promoting)
+            await _apply_on(conn, settings, endpoint, plan, record, stale_reading, promoting, closing)
     finally:
         if not stale_reading.done():
             stale_reading.cancel()
@@ -177,6 +186,7 @@ async def _apply_on(
     record: EndpointRecord,
     stale_reading: asyncio.Future[list[tuple[str, str]]],
     promoting: bool | None = None,
+    closing: EndpointRecord | None = None,
 ) -> None:
     prefix = settings.broker.prefix
     if endpoint.ordering == "key" and settings.lanes.count and await _moving_onto_lanes(connection, prefix, endpoint):
@@ -195,8 +205,13 @@ async def _apply_on(
     if settings.lanes.count and not before.exists and promoting is not False:
         # Maybe a lane endpoint until now: what the routing stage holds for it is routed before it hears otherwise.
         await fenced_or_undone(connection, settings, [endpoint])
-    await announce(connection, prefix, record)
-    if settings.lanes.count and not before.exists:
+    # An ordered lane endpoint's promotion (ordered_promotion.py): its lanes emptied before its partitions are used.
+    ordered_promotion = closing is not None
+    if closing is not None:
+        await promote_ordered(connection, settings, closing, record)
+    else:
+        await announce(connection, prefix, record)
+    if settings.lanes.count and (not before.exists or ordered_promotion):
         # New here, or promoted from a lane: letters naming it in its lane's DLQ follow it into its own DLQ.
         lane = names.lane_of(endpoint.name, settings.lanes.count)
         with contextlib.suppress(TopologyError):  # no lanes declared yet: no letters to follow

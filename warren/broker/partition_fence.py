@@ -27,6 +27,7 @@ import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractConnection, AbstractIncomingMessage
@@ -35,9 +36,9 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm import publish_confirmed
 from warren.broker.amqp.probe import QueueDepth, QueueProbe
 from warren.topology import names
-from warren.topology.headers import H_ROUTE_FENCE
+from warren.topology.headers import H_FENCE_QUEUE, H_ROUTE_FENCE
 
-__all__ = ["FENCED", "FenceOutcome", "fence_answer", "fence_needed", "fence_routing_stage"]
+__all__ = ["FENCED", "FenceOutcome", "fence_answer", "fence_needed", "fence_queues", "fence_routing_stage"]
 
 FENCED = b"fenced"  # the body of a router's answer; its correlation id is the fence's, its message id the partition
 
@@ -87,10 +88,18 @@ async def fence_routing_stage(
     if not fence_needed(depths):
         return FenceOutcome(queues, frozenset(queues), needed=False)
     present = tuple(q for q in queues if depths[q] is not None)
-    return FenceOutcome(present, await _fence(connection, present, wait))
+    return FenceOutcome(present, await fence_queues(connection, present, wait))
 
 
-async def _fence(connection: AbstractConnection, queues: Sequence[str], wait: float) -> frozenset[str]:
+async def fence_queues(
+    connection: AbstractConnection,
+    queues: Sequence[str],
+    wait: float,
+    header: str = H_ROUTE_FENCE,
+    extra: Mapping[str, Any] | None = None,
+) -> frozenset[str]:
+    """Publish a fence (``header``: its id; ``warren-fence-queue``: the queue; ``extra``) into each of ``queues``,
+    confirmed, and wait up to ``wait`` seconds for their answers: the queues answered."""
     fence = uuid.uuid4().hex
     answered: set[str] = set()
     everyone = asyncio.Event()
@@ -108,12 +117,14 @@ async def _fence(connection: AbstractConnection, queues: Sequence[str], wait: fl
         for queue in queues:
             message = Message(
                 b"",
-                headers={H_ROUTE_FENCE: fence},
-                message_id=f"fence-{fence}",
+                headers={header: fence, H_FENCE_QUEUE: queue, **(extra or {})},
+                # One id per queue: a publish's return is matched to it by id (aiormq), and the ordered lanes'
+                # consumers pass their fences on side by side on one channel (warren/consumers/lane_fences.py).
+                message_id=f"fence-{fence}-{queue}",
                 reply_to=replies.name,
                 delivery_mode=DeliveryMode.PERSISTENT,
             )
-            await publish_confirmed(channel.default_exchange, message, queue, what=f"the route fence into {queue}")
+            await publish_confirmed(channel.default_exchange, message, queue, what=f"a fence into {queue}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(everyone.wait(), wait)
         return frozenset(answered & set(queues))

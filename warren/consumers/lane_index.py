@@ -66,6 +66,7 @@ class SubscriptionIndex:
     def __init__(self, endpoints: Iterable[Endpoint] = ()) -> None:
         self._endpoints: dict[str, Endpoint] = {}
         self._scopes: dict[tuple[str, ...], _Scope] = {}
+        self._closed: set[str] = set()  # known, served, but routed to no more (an ordered promotion under way)
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -102,6 +103,14 @@ class SubscriptionIndex:
                 if not scope:
                     del self._scopes[key]
 
+    def close(self, name: str, closed: bool) -> None:
+        """Route nothing more to ``name`` (``closed``), or again; it stays known either way (its copies already
+        in the lanes are delivered): an ordered endpoint being promoted (warren/broker/ordered_promotion.py)."""
+        if closed:
+            self._closed.add(name)
+        else:
+            self._closed.discard(name)
+
     def subscribers(self, tenant: str | None, event_type: str) -> list[Endpoint]:
         """The lane endpoints an event of ``tenant`` (None: tenant-less) and ``event_type`` goes to, by name."""
         keys = [_NO_TENANT] if tenant is None else [("tenant", tenant), _EVERY_TENANT]
@@ -111,5 +120,5 @@ class SubscriptionIndex:
             if scope is not None:
                 scope.matching(event_type, found)
         # The scopes already hold to receives_tenant; checked again, as the worker checks before each delivery.
-        endpoints = (self._endpoints[name] for name in sorted(found))
+        endpoints = (self._endpoints[name] for name in sorted(found - self._closed if self._closed else found))
         return [e for e in endpoints if e.receives_tenant(tenant)]

@@ -160,6 +160,10 @@ class LaneStage:
     def remove(self, name: str) -> None:
         self.index.remove(name)
 
+    def close_routing(self, name: str, closed: bool) -> None:
+        """What the endpoint's latest record says: routed to no more while its promotion waits (lane_index.py)."""
+        self.index.close(name, closed)
+
     async def start(
         self,
         connection: AbstractRobustConnection,

@@ -67,6 +67,7 @@ class LiveEndpoints:
         keys: Sequence[str] = ("env:WARREN_STORE_KEY",),
         routes: bool = False,
         route_unserved: Callable[[Endpoint], None] = lambda layout: None,
+        close_routing: Callable[[str, bool], None] = lambda name, closed: None,
     ) -> None:
         """``routes``: this worker runs a routing stage, and answers an announcement that asks (route_fence.py).
         ``route_unserved(layout)``: an endpoint whose secrets cannot be opened here is still routed to (its lane
@@ -74,6 +75,7 @@ class LiveEndpoints:
         self.url = url
         self.routes = routes
         self._route_unserved = route_unserved
+        self._close_routing = close_routing  # an ordered promotion under way: routed to no more (its record says)
         self._routed_unserved: set[str] = set()  # routed to but not served here (route_unserved, a failed serve)
         self.identity = uuid.uuid4().hex  # this follower's name in its answers: each router counted once
         self.prefix = prefix
@@ -237,6 +239,8 @@ class LiveEndpoints:
             if self._halted:
                 return
             record = self.known.get(name)
+            # Before the announcer is answered: no event this router routes after that copies a closed endpoint.
+            self._close_routing(name, record is not None and record.routing_closed)
             wanted: Endpoint | None = None
             if record is not None and record.action == APPLY:
                 try:

@@ -35,6 +35,7 @@ from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, lane_key
+from warren.consumers.lane_fences import lane_fence_id, pass_lane_fence
 from warren.consumers.lanes import UNSERVED_PARK_DELAY, UNSERVED_PARKS, SharedHomeRunner
 from warren.consumers.ordered_parks import OrderedParks
 from warren.core.errors import PublishError, describe
@@ -101,6 +102,11 @@ class OrderedLanes(ClaimedPartitions):
         """Hand the copy to its endpoint's runner; one not served here waits in its FIFO (order: never parked)."""
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         lanes = self.lanes_of(message)
+        if (fence := lane_fence_id(message)) is not None and self.publisher is not None:
+            # An ordered promotion's fence (lane_fences.py): passed on behind this lane's copies of its endpoint.
+            return await pass_lane_fence(
+                message, fence, lanes, self.publisher, names.ordered_park_queue(self.prefix, name)
+            )
         unknown_since = time.monotonic()
         refused = False  # by its endpoint's gate, on the last turn
         while lanes is not None and not lanes.returning:

@@ -60,6 +60,7 @@ from warren.broker.amqp.confirm import LINK_ERRORS
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
+from warren.consumers.lane_fences import answer_lane_fence, lane_fence_id
 from warren.consumers.park_link import PARK_ARGUMENTS, ParkLink
 from warren.core.deadlines import within
 from warren.core.errors import PublishError, UnroutableError, WarrenError, describe
@@ -288,6 +289,8 @@ class OrderedParks:
             if lanes is not None:
                 self._ended.add(lanes)  # left unacked: the queue's delete takes it (_drain_held)
             return
+        if (fence := lane_fence_id(message)) is not None and self.publisher is not None:
+            return await answer_lane_fence(message, fence, lanes, self.publisher)  # an ordered promotion's
         name = wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)) or ""
         runner = self.runners.get(name)
         while not _ordered_lane_runner(runner) and lanes is not None and not lanes.returning and self.known(name):

@@ -162,6 +162,7 @@ class Worker:
                 keys=self.config.store.keys,
                 routes=self.lanes is not None,
                 route_unserved=self.lanes.route_unserved if self.lanes is not None else lambda layout: None,
+                close_routing=self.lanes.close_routing if self.lanes is not None else lambda name, closed: None,
             )
             await self.live.start()
         if self.lanes is not None:

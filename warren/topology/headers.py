@@ -21,9 +21,11 @@ __all__ = [
     "H_DEAD_REASON",
     "H_DELIVERY_COUNT",
     "H_ENDPOINT",
+    "H_FENCE_QUEUE",
     "H_FIRST_ATTEMPT",
     "H_HISTORY",
     "H_KEY",
+    "H_LANE_FENCE",
     "H_LANE_HOLDS",
     "H_LANE_MISSES",
     "H_LAST_ATTEMPT",
@@ -73,6 +75,8 @@ H_ROUTE_OWED = "warren-route-owed"  # lane endpoints whose copies are still owed
 H_ROUTE_TYPE = "warren-route-type"  # the event type it was published with (the delay chain's key replaces it)
 H_ROUTE_TENANT = "warren-route-tenant"  # and its tenant, when it was published for one
 H_ROUTE_FENCE = "warren-route-fence"  # a promotion's fence through a route partition, never an event (its id)
+H_LANE_FENCE = "warren-lane-fence"  # an ordered promotion's fence through an ordered lane, never an event (its id)
+H_FENCE_QUEUE = "warren-fence-queue"  # the queue a fence was published into (its answer names it)
 H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"

@@ -1,6 +1,6 @@
 """An endpoint's home through the admin API and `warren endpoint`: a create that names none gets the deployment's
 default (a lane while lanes are on, configurable; dedicated when they are off), the answer and GET show it, and an
-update keeps it unless it names another (a move, which the live apply refuses where it is not built)."""
+update keeps it unless it names another (a move; an ordered endpoint's, not with its ordering changed at once)."""
 
 from __future__ import annotations
 
@@ -48,11 +48,12 @@ def test_the_default_home_follows_the_lanes_and_an_update_keeps_it_unless_asked(
     assert home_after_update("dedicated", {"home": "lane"}, {}, on) == "lane"
 
 
-def test_an_ordered_endpoint_moves_onto_the_lanes_only_with_its_ordering_unchanged() -> None:
+def test_an_ordered_endpoint_moves_either_way_only_with_its_ordering_unchanged() -> None:
     ledger = {"name": "ledger", "ordering": "key"}
     assert ordered_move("dedicated", "key", {**ledger, "home": "lane"}) is None
     assert ordered_move("lane", "key", {**ledger, "home": "lane"}) is None
-    assert "does not move from the lanes" in (ordered_move("lane", "key", {**ledger, "home": "dedicated"}) or "")
+    assert ordered_move("lane", "key", {**ledger, "home": "dedicated"}) is None
+    assert "at once" in (ordered_move("lane", "key", {"name": "ledger", "home": "dedicated"}) or "")
     assert "at once" in (ordered_move("dedicated", "none", {**ledger, "home": "lane"}) or "")
     assert "at once" in (ordered_move("dedicated", "key", {"name": "ledger", "home": "lane"}) or "")
     assert ordered_move("dedicated", "none", {"name": "tail", "home": "lane"}) is None
@@ -106,6 +107,23 @@ async def test_a_promotion_the_routing_stage_did_not_confirm_is_a_503_and_change
     assert admin.applier.promotions == [False, True, True, False]
 
 
+async def test_an_ordered_lane_endpoint_is_promoted_but_not_while_its_ordering_changes(start_admin: Start) -> None:
+    # Given an ordered lane endpoint
+    admin = await start_admin(lanes={"count": 2})
+    created = await admin.call("POST", "/v1/endpoints", spec("ledger", ordering="key"))
+    assert (created.status, created.body["home"]) == (201, "lane"), created.body
+    # When it is asked onto queues of its own with its ordering changed at once: refused, it stays
+    both = await admin.call("PATCH", "/v1/endpoints/ledger", {"home": "dedicated", "ordering": "none"})
+    assert (both.status, both.body["error"]) == (409, "refused"), both.body
+    assert "at once" in both.body["message"]
+    assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "lane"
+    # Then asked with its ordering kept, it moves, applied as a promotion (warren/broker/ordered_promotion.py)
+    moved = await admin.call("PATCH", "/v1/endpoints/ledger", {"home": "dedicated"})
+    assert (moved.status, moved.body["home"]) == (200, "dedicated"), moved.body
+    assert admin.applier.promotions[-1] is True
+    assert admin.applier.applied[-1].ordering == "key"
+
+
 async def test_the_default_home_is_configurable_and_dedicated_without_lanes(start_admin: Start) -> None:
     chosen = await start_admin(lanes={"count": 2, "api_default_home": "dedicated"})
     without = await start_admin()
@@ -134,7 +152,8 @@ async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Sta
     moved = await warren("endpoint", "update", "busy", "--home", "lane", "--config", path)
     assert moved.code == 0, (moved.out, moved.err)
     assert (await admin.call("GET", "/v1/endpoints/busy")).body["home"] == "lane"
-    # An ordered one moves onto the ordered lanes (live_demote_ordered.py), but not back: refused, it stays there
+    # An ordered one moves onto the ordered lanes (live_demote_ordered.py); back while that move is unfinished (no
+    # worker drained it here), or with its ordering changed at once, refused: it stays there
     ordered = await warren(
         "endpoint", "create", "ledger", "--url", "http://127.0.0.1:9/l", "-e", "#", "--ordering", "key",
         "--home", "dedicated", "--config", path,
@@ -144,7 +163,9 @@ async def test_the_cli_creates_on_the_default_home_and_shows_it(start_admin: Sta
     assert demoted.code == 0, (demoted.out, demoted.err)
     assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "lane"
     refused = await warren("endpoint", "update", "ledger", "--home", "dedicated", "--config", path)
-    assert refused.code != 0 and "ordered" in refused.err, refused.err
+    assert refused.code != 0 and "unfinished" in refused.err, refused.err
+    both = await warren("endpoint", "update", "ledger", "--home", "dedicated", "--ordering", "none", "--config", path)
+    assert both.code != 0 and "at once" in both.err, both.err
     assert (await admin.call("GET", "/v1/endpoints/ledger")).body["home"] == "lane"
     kept = await warren("endpoint", "update", "tail", "--concurrency", "4", "--config", path, "--json")
     assert kept.code == 0 and '"home": "lane"' in kept.out, (kept.out, kept.err)

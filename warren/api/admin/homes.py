@@ -36,10 +36,10 @@ def home_after_update(current: str, changes: Mapping[str, Any], data: Mapping[st
 
 
 def ordered_move(current_home: str, current_ordering: str, data: Mapping[str, Any]) -> str | None:
-    """Why an update may not move an endpoint between homes (None: it may). An ordered endpoint moves from
-    ``dedicated`` onto the ordered lanes, each key's order kept (warren/broker/live_demote_ordered.py), with its
-    ordering unchanged; not back yet: the events on their way to it through the routers and its lanes would be
-    overtaken by the ones reaching its own queues (docs/architecture.md, "Moving between homes")."""
+    """Why an update may not move an endpoint between homes (None: it may). An ordered endpoint moves either way,
+    each key's order kept (onto the ordered lanes: warren/broker/live_demote_ordered.py; from them to partitions of
+    its own: warren/broker/ordered_promotion.py), but not while its ordering changes too (docs/architecture.md,
+    "Moving between homes")."""
     home, ordering = str(data.get("home") or current_home), _ordering(data)
     if home == current_home or "key" not in (current_ordering, ordering):
         return None
@@ -48,11 +48,5 @@ def ordered_move(current_home: str, current_ordering: str, data: Mapping[str, An
         return (
             f"endpoint {name!r}: its home ({current_home} to {home}) and its ordering ({current_ordering} to "
             f"{ordering}) change at once; change one, then the other"
-        )
-    if home == "dedicated":
-        return (
-            f"endpoint {name!r} is ordered: it does not move from the lanes to queues of its own while its events "
-            "are on their way (not built: nothing would keep each key's order); create it again under another "
-            "name with home 'dedicated' instead"
         )
     return None

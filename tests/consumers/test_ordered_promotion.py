@@ -1,0 +1,108 @@
+"""Promoting a live ordered lane endpoint to partitions of its own (warren/broker/ordered_promotion.py): events
+flowing on several keys before, during and after the move, every one delivered and each key's first deliveries in
+order; refused while it is held, nothing lost, and finished by applying it again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+from aio_pika import connect
+
+from tests.consumers.test_ordered_lanes import all_delivered, keyed, violations_at
+from tests.consumers.test_ordered_moves import LANES, RETRY, backlog, duplicates, exists, failing_once, later, ledger
+from tests.support.health import wait_until
+from tests.support.receiver import Receiver, Reply
+from tests.support.topology import declare
+from warren.broker.events import Event
+from warren.broker.live_apply import apply_endpoint
+from warren.broker.publisher import Publisher
+from warren.consumers.ordered_lanes import OrderedLaneRunner
+from warren.consumers.worker import Worker
+from warren.core.errors import LiveApplyError
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+
+pytestmark = pytest.mark.timeout(150)
+
+KEYS = 8
+PER_KEY = 30  # each key's backlog on the lane side: 30 events that fail once each, 6 s at least
+
+
+async def stream(config: WarrenConfig, start: int, published: list[Event], stop: asyncio.Event) -> None:
+    """Publish one event per key, sequence ``start`` on, every 20 ms until ``stop``: traffic during the move."""
+    connection = await connect(config.broker.url)
+    try:
+        publisher = await Publisher.open(connection, config.broker.prefix)
+        sequence = start
+        while not stop.is_set():
+            batch = later(KEYS, sequence, 1)
+            report = await publisher.publish_many(batch)
+            assert not report.failed, report.failed
+            published.extend(batch)
+            sequence += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.02)
+    finally:
+        await connection.close()
+
+
+async def test_an_ordered_lane_endpoint_promoted_mid_stream_keeps_every_event_and_each_key_in_order(
+    make_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given an ordered lane endpoint whose every event fails once (503, then 200), so its lanes hold a backlog
+    config = await failing_once(make_config, receiver)
+    async with Worker(config) as worker:
+        await apply_endpoint(config, ledger(receiver, "lane"))
+        await wait_until(lambda: isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "on the lanes")
+        before = await backlog(config, receiver, publish, per_key=PER_KEY)
+        # When it is promoted to partitions of its own while events keep coming on every key
+        during: list[Event] = []
+        stop = asyncio.Event()
+        streaming = asyncio.create_task(stream(config, PER_KEY, during, stop))
+        try:
+            await asyncio.sleep(0.1)  # the stream has begun before the move (it is paced, not awaited for)
+            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True)
+            await wait_until(lambda: not isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "moved")
+            await asyncio.sleep(0.3)
+        finally:
+            stop.set()
+            await streaming
+        assert during, "events were published during the move"
+        # Then every event, from before, during and after the move, is delivered, each key's first deliveries in order
+        await receiver.wait_for(all_delivered([*before, *during], ["ledger"]), 90)
+        assert violations_at(receiver, ["ledger"]) == []
+        print(f"duplicates: {duplicates(receiver)} of {len(before) + len(during)} events")
+        # and it is served from its partitions, with no park queue left
+        assert await exists(config, names.partition_queue(config.broker.prefix, "ledger", 0))
+        assert not await exists(config, names.ordered_park_queue(config.broker.prefix, "ledger"))
+
+
+async def test_a_held_ordered_lane_endpoint_is_not_promoted_until_it_delivers_and_loses_nothing(
+    make_config: Any, receiver: Receiver, publish: Any
+) -> None:
+    # Given an ordered lane endpoint whose receiver answers 503 to everything for now (its keys retry in place)
+    failing = {"on": True}
+    receiver.behaviour = lambda r, request, body: Reply(503) if failing["on"] else Reply(200)
+    lanes = {**LANES, "promote_wait": "2s"}
+    config: WarrenConfig = make_config([], lanes=lanes, retry=RETRY, worker={"rebalance_interval": "500ms"})
+    await declare(config)
+    async with Worker(config) as worker:
+        await apply_endpoint(config, ledger(receiver, "lane"))
+        await wait_until(lambda: isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "on the lanes")
+        before = keyed([f"k{i}" for i in range(KEYS)], 4)
+        await publish(config, before)
+        await receiver.wait_for(lambda r: len(r.received) >= KEYS, 30)
+        # When it is promoted while no copy of it can be delivered: refused, the move under way
+        with pytest.raises(LiveApplyError, match="under way"):
+            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True)
+        meanwhile = later(KEYS, 4, 3)
+        await publish(config, meanwhile)  # waiting in its partitions, routed to no lane
+        # Then once it answers again and the same change is applied again, everything arrives, each key in order
+        failing["on"] = False
+        patient = config.model_copy(update={"lanes": config.lanes.model_copy(update={"promote_wait": 30.0})})
+        await apply_endpoint(patient, ledger(receiver, "dedicated"), promoting=True)
+        await receiver.wait_for(all_delivered([*before, *meanwhile], ["ledger"]), 60)
+        assert violations_at(receiver, ["ledger"]) == []

@@ -1,0 +1,114 @@
+"""Promotion of an ordered lane endpoint: from the ordered lanes to partitions of its own, each key's order kept.
+
+An ordered lane endpoint E (``ordering = "key"``, ``home = "lane"``) gets its events through the routers, as copies
+in the ordered lanes ``{prefix}.lane.o<i>`` (and in its park queue ``{prefix}.lane.park.<E>`` while it is held or
+parked). Once promoted, its events come from its own partitions. Every copy of a key already on its way through
+the lane side must be delivered before any event of that key from the partitions. ``apply_endpoint``
+(warren/broker/live_apply.py) does it in this order:
+
+1. E's exchange, bindings, partitions and DLQ are declared: from then on every event published reaches its
+   partitions, which nobody consumes yet (no worker serves E as dedicated).
+2. The routing stage is fenced (warren/broker/partition_fence.py): every event published before the bindings has
+   its lane copy confirmed.
+3. E is announced as the ordered lane endpoint it was, its routing *closed* (the record's ``"routing": "closed"``),
+   waiting for every router: each router routes nothing more to E (warren/consumers/lane_index.py), while its
+   lane consumers and park drainer still deliver its copies. An event published after 1 and copied before 3 goes
+   both ways: a duplicate, delivered first from the lanes, then again from the partitions.
+4. Every ordered lane is fenced (a ``warren-lane-fence`` naming E, warren/consumers/lane_fences.py): the lane's
+   consumer passes it on once everything before it in the lane is settled, into E's park queue (behind the copies
+   of E the lane parked there) or, with no park queue, answers it; the park queue's drainer answers it once
+   everything before it is delivered. With every lane's answer, no copy of E is left undelivered on the lane side.
+5. E is announced as dedicated: the workers consume its partitions from here, and its emptied park queue is
+   deleted.
+
+Failure loses nothing. A fence of step 2 not confirmed: the promotion is undone as an unordered one is
+(RoutingUnconfirmed). A router not hearing step 3, or a lane not answering step 4 within ``[lanes] promote_wait``
+(no worker running, E held: paused, its circuit open): LiveApplyError. E then stays served from the lanes for what
+they hold, routed to no more, its new events waiting in its partitions; applying the same change again takes the
+promotion up where it stopped (the admin API keeps the stored endpoint on its lane until it succeeds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Mapping
+
+import aiormq.exceptions
+from aio_pika.abc import AbstractConnection
+
+from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.probe import QueueDepth, QueueProbe
+from warren.broker.endpoint_records import EndpointRecord, next_version
+from warren.broker.live_layout import announce
+from warren.broker.partition_fence import fence_needed, fence_queues
+from warren.broker.route_fence import announce_to_routers, routers_running
+from warren.core.errors import LiveApplyError
+from warren.topology import names
+from warren.topology.config import WarrenConfig
+from warren.topology.headers import H_ENDPOINT, H_LANE_FENCE
+
+__all__ = ["lanes_to_fence", "promote_ordered"]
+
+log = logging.getLogger("warren.live_apply")
+
+
+def lanes_to_fence(lanes: Mapping[str, QueueDepth | None], park: QueueDepth | None) -> tuple[str, ...]:
+    """The ordered lanes to fence: every one that exists, unless none of them may hold a copy (each empty and
+    unconsumed) and the endpoint has no park queue: then none."""
+    if park is None and not fence_needed(lanes):
+        return ()
+    return tuple(queue for queue, depth in lanes.items() if depth is not None)
+
+
+def _under_way(name: str, why: str) -> LiveApplyError:
+    return LiveApplyError(
+        f"endpoint {name!r}: its promotion to partitions of its own is under way: {why}. Nothing is lost: what the "
+        "lanes hold for it is still delivered from them, its new events wait in its partitions; apply the same "
+        "change again to finish it (once workers run and the endpoint is not held: paused or its circuit open)"
+    )
+
+
+async def promote_ordered(
+    connection: AbstractConnection, settings: WarrenConfig, closing: EndpointRecord, record: EndpointRecord
+) -> None:
+    """Steps 3-5 above, for an endpoint whose partitions and bindings exist and whose routing stage is fenced:
+    ``closing`` announces it as the lane endpoint it was with its routing closed, ``record`` as dedicated."""
+    prefix, name, lanes = settings.broker.prefix, record.endpoint, settings.lanes
+    wait = lanes.apply_wait + settings.delivery.grace_period
+    heard = await announce_to_routers(connection, prefix, closing, wait)
+    if not heard.complete and heard.answered < await routers_running(connection, prefix):
+        raise _under_way(name, f"{heard.answered} of {heard.routers} routers confirmed within {wait:g} s")
+    queues = [names.ordered_lane_queue(prefix, i) for i in range(lanes.ordered_count)]
+    park = names.ordered_park_queue(prefix, name)
+    probe = QueueProbe(connection)
+    try:
+        depths = {queue: await probe.depth(queue) for queue in queues}
+        fenced = lanes_to_fence(depths, await probe.depth(park))
+    finally:
+        await probe.close()
+    if fenced:
+        answered = await fence_queues(connection, fenced, lanes.promote_wait, H_LANE_FENCE, {H_ENDPOINT: name})
+        missing = [queue for queue in fenced if queue not in answered]
+        if missing:
+            raise _under_way(
+                name,
+                f"the ordered lanes did not confirm within {lanes.promote_wait:g} s ([lanes] promote_wait) that "
+                f"its copies were delivered (not confirmed: {', '.join(missing)})",
+            )
+    await announce(connection, prefix, dataclasses.replace(record, version=next_version()))  # after ``closing``
+    await _delete_if_empty(connection, park)
+
+
+async def _delete_if_empty(connection: AbstractConnection, queue: str) -> None:
+    """Delete the promoted endpoint's park queue, if it has one and it is empty (the lanes' fences passed it)."""
+    channel = await connection.channel()
+    try:
+        raw = await channel.get_underlay_channel()
+        await raw.queue_delete(queue, if_empty=True)
+    except aiormq.exceptions.AMQPChannelError as exc:  # not empty: a late duplicate; its drainer keeps it
+        log.warning("park queue %s kept after the promotion: %s", queue, exc)
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)

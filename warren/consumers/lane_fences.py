@@ -1,0 +1,99 @@
+"""An ordered promotion's fence through the ordered lanes, as the lanes' consumers and park drainers pass it on.
+
+An ordered lane endpoint E promoted to partitions of its own (warren/broker/ordered_promotion.py) must have every
+copy of it already in the ordered lanes, or in its park queue, delivered before any event of the same key comes
+from its partitions. Once no router copies E any more, the promotion publishes a fence into every ordered lane
+``{prefix}.lane.o<i>`` (marked ``warren-lane-fence``, naming E in ``warren-endpoint`` and the lane in
+``warren-fence-queue``, ``reply_to`` an exclusive queue of the caller's), and E's partitions are consumed only once
+every lane has answered:
+
+- the lane's consumer takes the fence in queue order and waits until every earlier delivery of the lane is settled
+  (delivered, dead-lettered, or parked into E's park queue: acked). Then it passes the fence on into E's park queue
+  (confirmed, mandatory), behind the copies of E this lane parked there, and acks it. Returned unroutable (no park
+  queue): nothing of this lane's copies of E waits anywhere, and it answers itself.
+- the park queue's drainer takes a fence there in queue order, waits the same way for everything before it (each
+  key's copies delivered by E's runner), answers, and acks it.
+
+A lane or park queue handed back while its fence waits (the hold limit, a hand-over, a crash) returns the fence
+unacked behind the earlier deliveries, in order, and the next consumer passes it the same way. A fence is never an
+event: no runner sees it. One whose caller gave up is still acked; its answer is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aio_pika import DeliveryMode, Message
+from aio_pika.abc import AbstractIncomingMessage
+
+from warren.broker import wire
+from warren.broker.amqp.confirm_channel import ConfirmChannel
+from warren.broker.partition_fence import fence_answer
+from warren.consumers.key_lanes import PartitionLanes
+from warren.core.errors import PublishError, UnroutableError, describe
+
+__all__ = ["answer_lane_fence", "lane_fence_id", "pass_lane_fence"]
+
+log = logging.getLogger("warren.worker")
+
+PASS_FAILED_WAIT = 1.0  # seconds before a lane whose fence could not be passed on is handed back
+
+
+def lane_fence_id(message: AbstractIncomingMessage) -> str | None:
+    """The ordered promotion's fence a message of an ordered lane or park queue is (None: a copy)."""
+    return wire.header_text((message.headers or {}).get(wire.H_LANE_FENCE))
+
+
+def _queue(message: AbstractIncomingMessage) -> str:
+    return wire.header_text((message.headers or {}).get(wire.H_FENCE_QUEUE)) or ""
+
+
+async def _answer(message: AbstractIncomingMessage, fence: str, publisher: ConfirmChannel) -> None:
+    if not message.reply_to:
+        log.warning("ordered lane fence %s names no reply queue; acked", fence)
+        return
+    try:
+        await publisher.publish("", fence_answer(fence, _queue(message)), message.reply_to, what=f"lane fence {fence}")
+    except PublishError as exc:  # the promotion gave up and its queue is gone: nobody to reach
+        log.info("ordered lane fence %s answered to nobody (%s)", fence, describe(exc))
+
+
+async def pass_lane_fence(
+    message: AbstractIncomingMessage,
+    fence: str,
+    lanes: PartitionLanes | None,
+    publisher: ConfirmChannel,
+    park_queue: str,
+) -> None:
+    """An ordered lane's consumer: once everything of the lane before fence ``message`` is settled, pass it into
+    ``park_queue`` (or answer it when there is none), then ack it; unacked when the lane is handed back first."""
+    if lanes is None or not await lanes.settled_before(message):
+        return
+    onward = Message(
+        b"",
+        headers=wire.untouched_headers(message),
+        message_id=message.message_id,
+        reply_to=message.reply_to,
+        delivery_mode=DeliveryMode.PERSISTENT,
+    )
+    try:
+        await publisher.publish("", onward, park_queue, what=f"lane fence {fence} into {park_queue}")
+    except UnroutableError:
+        await _answer(message, fence, publisher)  # no park queue: nothing of this lane's copies waits in one
+    except PublishError as exc:
+        log.warning("could not pass lane fence %s into %s (%s); its lane goes back", fence, park_queue, describe(exc))
+        await asyncio.sleep(PASS_FAILED_WAIT)
+        lanes.hand_back()
+        return
+    await lanes.acks.ack(message)
+
+
+async def answer_lane_fence(
+    message: AbstractIncomingMessage, fence: str, lanes: PartitionLanes | None, publisher: ConfirmChannel
+) -> None:
+    """A park queue's drainer: answer fence ``message`` once everything before it is delivered, then ack it."""
+    if lanes is None or not await lanes.settled_before(message):
+        return
+    await _answer(message, fence, publisher)
+    await lanes.acks.ack(message)
