@@ -84,3 +84,26 @@ async def test_a_batch_cut_short_leaves_no_later_event_of_a_key_sent() -> None:
             await publisher.publish_many(events(("a1", "a"), ("a2", "a"), ("b1", "b")))
     await asyncio.sleep(0.3)
     assert sorted(publisher.sent) == ["a1", "b1"]
+
+
+async def test_the_window_bounds_the_events_in_flight_and_keeps_it_full() -> None:
+    """publish_many's own window (a count, not a semaphore since issue 38): never more than ``window`` at once, and
+    the next event goes as soon as one is answered, failed or not."""
+    publisher = ScriptedPublisher(fail={"u3": PublishError("nacked", "u3")}, hold=0.02)
+    batch = events(*[(f"u{n}", None) for n in range(20)])
+    report = await publisher.publish_many(batch, window=3)
+    assert publisher.most_in_flight == 3
+    assert sorted(report.confirmed) == sorted(f"u{n}" for n in range(20) if n != 3)
+    assert [i for i, _ in report.failed] == ["u3"]
+
+
+async def test_an_on_result_that_raises_fails_the_batch() -> None:
+    """A task that raises is not forgotten (its task is kept until it ends well): publish_many raises it."""
+
+    def record(event_id: str, error: PublishError | None) -> None:
+        if event_id == "u1":
+            raise RuntimeError("the caller's callback broke")
+
+    publisher = ScriptedPublisher()
+    with pytest.raises(RuntimeError, match="callback broke"):
+        await publisher.publish_many(events(*[(f"u{n}", None) for n in range(5)]), window=2, on_result=record)

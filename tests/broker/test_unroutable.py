@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import aio_pika
+import aiormq.exceptions
 import pytest
 
 from warren.broker.applier import apply_setup
@@ -35,6 +36,10 @@ async def test_publishing_an_unsubscribed_type_raises_unroutable(
         with pytest.raises(UnroutableError) as caught:
             await publisher.publish(lost)
         assert caught.value.event_id == lost.id
+        assert (
+            str(caught.value) == f"event {lost.id} of type 'order.refunded' is unroutable: no endpoint subscribes to it"
+        )
+        assert isinstance(caught.value.__cause__, aiormq.exceptions.PublishError)  # RabbitMQ's return, kept
         await publisher.close()
 
 

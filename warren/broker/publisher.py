@@ -16,7 +16,7 @@ from opentelemetry.trace import Tracer
 from prometheus_client import Counter
 
 from warren import tracing
-from warren.broker.amqp.confirm import LinkLost, Nacked, Outgoing, one_at_a_time
+from warren.broker.amqp.confirm import LinkLost, Nacked, Outgoing, Turns, await_turn, end_turn
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.deadlines import Deadlines
 from warren.broker.amqp.probe import missing
@@ -88,8 +88,8 @@ class Publisher:
         self._tenants = tenants
         self._max_payload = max_payload
         self.unrouted_tenant_events = 0  # this publisher's share of TENANT_EVENTS_UNROUTED
-        # Publishes of one id on this channel go one after the other (see one_at_a_time).
-        self._in_flight: dict[str, asyncio.Future[None]] = {}
+        # Publishes of one id on this channel go one after the other (see one_at_a_time and await_turn).
+        self._in_flight: Turns = {}
 
     @classmethod
     async def open(
@@ -161,35 +161,36 @@ class Publisher:
     async def _send(self, event: Event, body: bytes, headers: dict[str, Any], exchange: str, deadline: float) -> None:
         # What encode_event's message would send, built once for the wire (the headers hold the trace context now)
         message = Outgoing(body, event_properties(event, headers))
-        unroutable = f"event {event.id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
-        async with one_at_a_time(self._in_flight, event.id):
-            try:
-                await resend_until_confirmed(
-                    lambda: self._channel.publish(
-                        exchange,
-                        message,
-                        event.routing_key,
-                        what=f"event {event.id}",
-                        event_id=event.id,
-                        unroutable=unroutable,
-                    ),
-                    event.id,
-                    deadline,
-                    self._deadlines,
-                )
-            except UnroutableError:
-                if event.tenant is None:
-                    raise
-                # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
-                self.unrouted_tenant_events += 1
-                TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
-                log.info(
-                    "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
-                    event.id,
-                    event.tenant,
-                    event.type,
-                    extra={"tenant": event.tenant, "event_id": event.id},
-                )
+        event_id, routing_key = event.id, event.routing_key
+        turns = self._in_flight
+        if event_id in turns:  # another publish of this id is in flight on the channel: after it (one_at_a_time)
+            await await_turn(turns, event_id)
+        else:
+            turns[event_id] = None
+        try:
+            await resend_until_confirmed(
+                # what=None: "event <id>"; the errors' texts are made only for an error (issue 38)
+                lambda: self._channel.publish(exchange, message, routing_key, what=None, event_id=event_id),
+                event_id,
+                deadline,
+                self._deadlines,
+            )
+        except UnroutableError as exc:
+            if event.tenant is None:
+                text = f"event {event_id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
+                raise UnroutableError(text, event_id) from exc.__cause__
+            # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
+            self.unrouted_tenant_events += 1
+            TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
+            log.info(
+                "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
+                event_id,
+                event.tenant,
+                event.type,
+                extra={"tenant": event.tenant, "event_id": event_id},
+            )
+        finally:
+            end_turn(turns, event_id)
 
     async def publish_many(
         self,
@@ -216,14 +217,25 @@ class Publisher:
         # The tracer is looked up once for the batch (the lookup reads the environment: 3% of a publish, profiled
         # in issue 38): a tracer provider an application sets while a batch is in flight records from its next call.
         batch_tracer = _BATCH_TRACER.set((tracing.tracer(),))  # the tasks below copy the context with it
-        slots = asyncio.Semaphore(window)
-        tasks: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+        # The window: a count and, while it is full, the future the loop below waits on (an asyncio.Semaphore's
+        # acquire is a coroutine and a scan of its waiters per event, issue 38).
+        in_flight = started = 0
+        room: asyncio.Future[None] | None = None
+        # The events' tasks not yet finished (or failed: the gather below raises), by their number in the batch.
+        tasks: dict[int, asyncio.Task[None]] = {}
         Chain = tuple[str | None, str]  # (tenant, key): the events that keep one order
         latest: dict[Chain, asyncio.Future[bool]] = {}  # chain -> its last event's outcome (stored or not)
+        confirmed, failed = report.confirmed, report.failed
 
         async def one(
-            event: Event, chain: Chain | None, before: asyncio.Future[bool] | None, mine: asyncio.Future[bool] | None
+            number: int,
+            event: Event,
+            chain: Chain | None,
+            before: asyncio.Future[bool] | None,
+            mine: asyncio.Future[bool] | None,
         ) -> None:
+            nonlocal in_flight, room
             error: PublishError | None = None
             stored = False
             try:
@@ -234,21 +246,25 @@ class Publisher:
                         event.id,
                     )
                 await self.publish(event, deadline=deadline)
-                report.confirmed.append(event.id)
+                confirmed.append(event.id)
                 stored = True
             except UnroutableError as exc:
                 error = exc
-                report.failed.append((event.id, exc))
+                failed.append((event.id, exc))
                 stored = True  # no endpoint takes it, so it holds no place in any endpoint's order
             except EventError as exc:  # its data breaks its type's schema (or is too large): never sent
                 error = PublishError(str(exc), event.id)
-                report.failed.append((event.id, error))
+                failed.append((event.id, error))
                 stored = True  # as an unroutable one: it holds no place in its key's order
             except PublishError as exc:
                 error = exc
-                report.failed.append((event.id, exc))
+                failed.append((event.id, exc))
             finally:
-                slots.release()
+                in_flight -= 1
+                if room is not None:
+                    if not room.done():
+                        room.set_result(None)
+                    room = None
                 if chain is not None and mine is not None:
                     if not mine.done():
                         mine.set_result(stored)
@@ -258,33 +274,43 @@ class Publisher:
                 outcome = on_result(event.id, error)
                 if outcome is not None:
                     await outcome
+            # Finished: out of tasks here rather than by a done callback (a call_soon per event); a task that
+            # raised stays in it, for the gather below to raise.
+            del tasks[number]
 
-        loop = asyncio.get_running_loop()
+        async def wait_for_room() -> None:
+            nonlocal room
+            while in_flight >= window:
+                room = loop.create_future()
+                await room
 
         def start(event: Event) -> None:
-            chain: Chain | None = None if event.key is None else (event.tenant, event.key)
-            before = mine = None
-            if chain is not None:
+            nonlocal in_flight, started
+            in_flight += 1
+            started += 1
+            before = mine = chain = None
+            if event.key is not None:
+                chain = (event.tenant, event.key)
                 before, mine = latest.get(chain), loop.create_future()
                 latest[chain] = mine
-            task = loop.create_task(one(event, chain, before, mine))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            tasks[started] = loop.create_task(one(started, event, chain, before, mine))
 
         try:
             # A plain iterable is read as one, not through an async generator: one step less per event.
             if isinstance(events, AsyncIterable):
                 async for event in events:
-                    await slots.acquire()
+                    if in_flight >= window:
+                        await wait_for_room()
                     start(event)
             else:
                 for event in events:
-                    await slots.acquire()
+                    if in_flight >= window:
+                        await wait_for_room()
                     start(event)
         finally:
             _BATCH_TRACER.reset(batch_tracer)
         if tasks:
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks.values())
         return report
 
 

@@ -86,10 +86,21 @@ def current_headers(context: otel_context.Context | None = None) -> dict[str, st
     return out
 
 
+# The context inject_current looked at last, and whether it held a valid span. A context is immutable, so the
+# same one seen again (every event of a batch, published in one context) needs no second look (issue 38).
+_LAST_LOOK: tuple[otel_context.Context | None, bool] = (None, False)
+
+
 def inject_current(headers: dict[str, Any]) -> None:
     """Add the current span's trace context to ``headers``, when the current context holds a valid one."""
-    if trace.get_current_span().get_span_context().is_valid:
-        _PROPAGATOR.inject(headers)
+    global _LAST_LOOK  # a cache of one: a tuple swapped whole, so threads see one or the other
+    context = otel_context.get_current()
+    seen, valid = _LAST_LOOK
+    if context is not seen:
+        valid = trace.get_current_span(context).get_span_context().is_valid
+        _LAST_LOOK = (context, valid)
+    if valid:
+        _PROPAGATOR.inject(headers, context)
 
 
 def outgoing_headers(headers: dict[str, str], trace_context: Carried | None) -> None:

@@ -20,10 +20,19 @@ import asyncio
 import logging
 from collections import Counter
 
+import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractMessage
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.confirm import LINK_ERRORS, LinkLost, Nacked, Outgoing, publish_confirmed, publish_outgoing
+from warren.broker.amqp.confirm import (
+    ANSWERS,
+    LINK_ERRORS,
+    LinkLost,
+    Nacked,
+    Outgoing,
+    answer_error,
+    publish_confirmed,
+)
 from warren.core.errors import describe
 
 __all__ = ["ConfirmChannel"]
@@ -75,25 +84,46 @@ class ConfirmChannel:
         message: AbstractMessage | Outgoing,
         routing_key: str,
         *,
-        what: str,
+        what: str | None,
         event_id: str | None = None,
         unroutable: str | None = None,
     ) -> None:
-        """``publish_confirmed`` on the current channel; after a nack, again on a new one (module docstring)."""
+        """``publish_confirmed`` on the current channel; after a nack, again on a new one (module docstring).
+        ``what=None`` names the message "event <event_id>" in errors (the text made only for one)."""
         for renewal in range(RENEWALS + 1):
             channel = self.channel
             self._in_flight[channel] += 1
             try:
                 if isinstance(message, Outgoing):  # the publisher's hot path: straight to aiormq (confirm.py)
-                    await publish_outgoing(
-                        channel, exchange, message, routing_key, what=what, event_id=event_id, unroutable=unroutable
-                    )
+                    # What aio-pika's Exchange.publish does: a closed channel refused, then aiormq's publish; here,
+                    # not in a coroutine of its own (issue 38).
+                    try:
+                        if channel.is_closed:
+                            raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
+                        underlay = await channel.get_underlay_channel()
+                        await underlay.basic_publish(
+                            message.body,
+                            exchange=exchange,
+                            routing_key=routing_key,
+                            properties=message.properties,
+                            mandatory=True,
+                        )
+                    except ANSWERS as exc:
+                        error = answer_error(exc, exchange, routing_key, what, event_id, unroutable)
+                        if error is None:
+                            raise
+                        raise error  # noqa: B904 (its cause set by answer_error, as ``raise ... from`` would)
                     return
                 target = self._exchanges.get(exchange)  # known: no coroutine to make and await (issue 38)
                 if target is None:
                     target = await self.exchange(exchange)
                 await publish_confirmed(
-                    target, message, routing_key, what=what, event_id=event_id, unroutable=unroutable
+                    target,
+                    message,
+                    routing_key,
+                    what=what or f"event {event_id}",
+                    event_id=event_id,
+                    unroutable=unroutable,
                 )
                 return
             except Nacked:
