@@ -93,7 +93,8 @@ async def promote_ordered(
             raise _under_way(
                 name,
                 f"the ordered lanes did not confirm within {lanes.promote_wait:g} s ([lanes] promote_wait) that "
-                f"its copies were delivered (not confirmed: {', '.join(missing)})",
+                f"its copies were delivered (not confirmed: {', '.join(missing)}; a lane whose fence could not be "
+                "passed on says why in its worker's log)",
             )
     await announce(connection, prefix, dataclasses.replace(record, version=next_version()))  # after ``closing``
     await _delete_park(connection, park)

@@ -17,12 +17,18 @@ every lane has answered:
 A lane or park queue handed back while its fence waits (the hold limit, a hand-over, a crash) returns the fence
 unacked behind the earlier deliveries, in order, and the next consumer passes it the same way. A fence is never an
 event: no runner sees it. One whose caller gave up is still acked; its answer is dropped.
+
+A fence that cannot be passed on (the park queue refuses it) is tried again every ``PASS_FAILED_WAIT``, its lane
+handed back each time, until its promotion stops waiting (``warren-fence-until``, ``[lanes] promote_wait`` after
+it was sent); then it is dropped, logged as an error, and the lane moves on. Its promotion, unanswered, is refused
+(warren/broker/ordered_promotion.py) and nothing is lost: applied again, it fences anew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
@@ -82,11 +88,30 @@ async def pass_lane_fence(
     except UnroutableError:
         await _answer(message, fence, publisher)  # no park queue: nothing of this lane's copies waits in one
     except PublishError as exc:
+        if _given_up(message, time.time()):
+            # Its promotion stopped waiting for the answer (refused, "under way": LiveApplyError, the admin API's
+            # 409): passing it on would answer nobody, and trying on would hold this lane for good.
+            log.error(
+                "lane fence %s of endpoint %s dropped: it could not be passed into %s (%s) before its promotion "
+                "stopped waiting; the promotion was refused, apply it again once %s takes messages",
+                fence, wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)), park_queue, describe(exc),
+                park_queue,
+            )  # fmt: skip
+            await lanes.acks.ack(message)
+            return
         log.warning("could not pass lane fence %s into %s (%s); its lane goes back", fence, park_queue, describe(exc))
         await asyncio.sleep(PASS_FAILED_WAIT)
         lanes.hand_back()
         return
     await lanes.acks.ack(message)
+
+
+def _given_up(message: AbstractIncomingMessage, now: float) -> bool:
+    """Whether the promotion that sent fence ``message`` has stopped waiting for its answer (``warren-fence-until``,
+    its ``[lanes] promote_wait`` on). A fence of an earlier release names no such time: its age cannot be told,
+    and it is taken as given up at its first failure (its promotion is refused; applied again, it fences anew)."""
+    until = wire.header_int((message.headers or {}).get(wire.H_FENCE_UNTIL))
+    return until is None or now * 1000 >= until
 
 
 async def answer_lane_fence(
