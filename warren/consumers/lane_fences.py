@@ -35,8 +35,8 @@ from aio_pika.abc import AbstractIncomingMessage
 
 from warren.broker import wire
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.broker.partition_fence import fence_answer
 from warren.consumers.key_lanes import PartitionLanes
+from warren.consumers.route_fences import answer, answer_fence
 from warren.core.errors import PublishError, UnroutableError, describe
 
 __all__ = ["answer_lane_fence", "lane_fence_id", "pass_lane_fence"]
@@ -53,16 +53,6 @@ def lane_fence_id(message: AbstractIncomingMessage) -> str | None:
 
 def _queue(message: AbstractIncomingMessage) -> str:
     return wire.header_text((message.headers or {}).get(wire.H_FENCE_QUEUE)) or ""
-
-
-async def _answer(message: AbstractIncomingMessage, fence: str, publisher: ConfirmChannel) -> None:
-    if not message.reply_to:
-        log.warning("ordered lane fence %s names no reply queue; acked", fence)
-        return
-    try:
-        await publisher.publish("", fence_answer(fence, _queue(message)), message.reply_to, what=f"lane fence {fence}")
-    except PublishError as exc:  # the promotion gave up and its queue is gone: nobody to reach
-        log.info("ordered lane fence %s answered to nobody (%s)", fence, describe(exc))
 
 
 async def pass_lane_fence(
@@ -86,7 +76,7 @@ async def pass_lane_fence(
     try:
         await publisher.publish("", onward, park_queue, what=f"lane fence {fence} into {park_queue}")
     except UnroutableError:
-        await _answer(message, fence, publisher)  # no park queue: nothing of this lane's copies waits in one
+        await answer(message, fence, _queue(message), publisher)  # no park queue: none of its copies waits in one
     except PublishError as exc:
         if _given_up(message, time.time()):
             # Its promotion stopped waiting for the answer (refused, "under way": LiveApplyError, the admin API's
@@ -117,8 +107,6 @@ def _given_up(message: AbstractIncomingMessage, now: float) -> bool:
 async def answer_lane_fence(
     message: AbstractIncomingMessage, fence: str, lanes: PartitionLanes | None, publisher: ConfirmChannel
 ) -> None:
-    """A park queue's drainer: answer fence ``message`` once everything before it is delivered, then ack it."""
-    if lanes is None or not await lanes.settled_before(message):
-        return
-    await _answer(message, fence, publisher)
-    await lanes.acks.ack(message)
+    """A park queue's drainer: answer fence ``message`` once everything before it is delivered, then ack it (as a
+    router answers a route partition's fence)."""
+    await answer_fence(message, fence, lanes, _queue(message), publisher)
