@@ -30,21 +30,19 @@ promotion up where it stopped (the admin API keeps the stored endpoint on its la
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
 
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.probe import QueueDepth, QueueProbe
+from warren.broker.amqp.queue_delete import delete_if_empty
 from warren.broker.endpoint_records import EndpointRecord, next_version
 from warren.broker.live_layout import announce
 from warren.broker.partition_fence import fence_needed, fence_queues
 from warren.broker.route_fence import announce_to_routers, routers_running
-from warren.core.errors import LiveApplyError
+from warren.core.errors import LiveApplyError, TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.headers import H_ENDPOINT, H_LANE_FENCE
@@ -95,20 +93,20 @@ async def promote_ordered(
             raise _under_way(
                 name,
                 f"the ordered lanes did not confirm within {lanes.promote_wait:g} s ([lanes] promote_wait) that "
-                f"its copies were delivered (not confirmed: {', '.join(missing)})",
+                f"its copies were delivered (not confirmed: {', '.join(missing)}; a lane whose fence could not be "
+                "passed on says why in its worker's log)",
             )
     await announce(connection, prefix, dataclasses.replace(record, version=next_version()))  # after ``closing``
-    await _delete_if_empty(connection, park)
+    await _delete_park(connection, park)
 
 
-async def _delete_if_empty(connection: AbstractConnection, queue: str) -> None:
-    """Delete the promoted endpoint's park queue, if it has one and it is empty (the lanes' fences passed it)."""
-    channel = await connection.channel()
+async def _delete_park(connection: AbstractConnection, park: str) -> None:
+    """Delete the promoted endpoint's park queue, if it has one and it is empty (the lanes' fences passed it); one
+    that is not (a late duplicate) or that RabbitMQ will not delete is kept, with a warning: its drainer keeps it."""
     try:
-        raw = await channel.get_underlay_channel()
-        await raw.queue_delete(queue, if_empty=True)
-    except aiormq.exceptions.AMQPChannelError as exc:  # not empty: a late duplicate; its drainer keeps it
-        log.warning("park queue %s kept after the promotion: %s", queue, exc)
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
+        if await delete_if_empty(connection, park):
+            return
+        why = "it holds messages (a late duplicate)"
+    except TopologyError as exc:
+        why = str(exc)
+    log.warning("park queue %s kept after the promotion: %s; its drainer keeps it", park, why)

@@ -331,6 +331,11 @@ class LaneConsumer:
         with contextlib.suppress(Exception):
             await lane.acks.ack(message)
 
+    def forget(self, name: str) -> None:
+        """``name`` is no longer served here: the lanes keep nothing of it (its mean delivery time)."""
+        for lane in self.lanes:
+            lane.order.forget(name)
+
     def share(self, lane: _Lane, name: str, concurrency: int) -> int:
         """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once."""
         busy_others = sum(1 for other, held in lane.held.items() if held and other != name)
