@@ -39,6 +39,7 @@ class Stats:
         self.latencies: list[float] = []
         self.arrivals: list[float] = []  # when each latency was measured, in the same order
         self.paths: list[str] = []  # and to which endpoint (WARREN_BENCH_LATENCY_DUMP)
+        self.ids: list[str] = []  # and which event (its webhook-id)
         self.first_ok = 0.0
         self.last_ok = 0.0
 
@@ -71,6 +72,7 @@ async def hook(request: web.Request) -> web.Response:
             stats.latencies.append(now - datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
             stats.arrivals.append(now)
             stats.paths.append(request.path)
+            stats.ids.append(event_id)
         stats.first_ok = stats.first_ok or now
         stats.last_ok = now
     return web.Response(status=200, text="ok")
@@ -105,8 +107,8 @@ DUMP = os.environ.get("WARREN_BENCH_LATENCY_DUMP")  # a directory: each run's fi
 
 
 def dump() -> None:
-    """The run's first deliveries as [arrival, publish-to-delivery seconds, path], to a file of DUMP's."""
-    rows = list(zip(stats.arrivals, stats.latencies, stats.paths, strict=True))
+    """The run's first deliveries as [arrival, publish-to-delivery seconds, path, event id], to a file of DUMP's."""
+    rows = list(zip(stats.arrivals, stats.latencies, stats.paths, stats.ids, strict=True))
     path = Path(DUMP or ".") / f"run-{time.time():.3f}.json"
     path.write_bytes(orjson.dumps({"misbehaved": stats.misbehaved, "rows": rows}))
 
