@@ -10,22 +10,25 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 import orjson
 import pytest
+from aiormq import spec
 
 from tests.support.dead_letters import drain
 from tests.support.tcp_proxy import TcpProxy, through
-from warren.broker.amqp.confirm import LinkLost, Nacked
+from warren.broker.amqp.confirm import LinkLost, Nacked, Outgoing
+from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.broker.amqp.connection import connect
 from warren.broker.amqp.deadlines import Deadlines
 from warren.broker.applier import apply_setup
 from warren.broker.events import Event
 from warren.broker.management import ManagementClient
-from warren.broker.publisher import Publisher, resend_until_confirmed
+from warren.broker.publisher import Publisher
+from warren.broker.publisher import resend_until_confirmed as resend_on
 from warren.core.errors import PublishError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -94,6 +97,24 @@ async def test_publish_many_sends_again_what_a_closed_connection_left_unconfirme
         assert mine == sorted(mine), f"key k{k} out of order"
     # Duplicates are only re-sends of events whose confirm was lost with the connection: at most a window's worth
     assert len(messages) - EVENTS <= 256
+
+
+class _Sends:
+    """A ConfirmChannel whose ``publish`` is ``send()``: the re-send loop alone, without a broker."""
+
+    def __init__(self, send: Callable[[], Awaitable[None]]) -> None:
+        self._send = send
+
+    async def publish(self, *_: object, **__: object) -> None:
+        await self._send()
+
+
+async def resend_until_confirmed(
+    send: Callable[[], Awaitable[None]], event_id: str, deadline: float, deadlines: Deadlines | None = None
+) -> None:
+    """The publisher's re-send loop with ``send()`` as each publish."""
+    channel, message = cast(ConfirmChannel, _Sends(send)), Outgoing(b"{}", spec.Basic.Properties())
+    await resend_on(channel, "events", message, "order.paid", event_id, deadline, deadlines)
 
 
 @pytest.mark.timeout(10)

@@ -74,7 +74,7 @@ def validate_tenant(tenant: str) -> str:
     return tenant
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: no __dict__ per event in a publisher's flight (issue 38)
 class Event:
     """One event: ``type`` routes it, ``id`` becomes the ``webhook-id``, ``key`` orders it per endpoint.
 

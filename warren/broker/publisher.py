@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
@@ -33,6 +33,8 @@ log = logging.getLogger("warren.publisher")
 
 # The tracer publish_many looked up for its batch, seen by the publishes it starts (None: look it up).
 _BATCH_TRACER: ContextVar[tuple[Tracer | None] | None] = ContextVar("warren_publish_batch_tracer", default=None)
+
+_NO_SPAN = nullcontext()  # the span of a publish while nothing records (reusable: it holds no state)
 
 DEFAULT_WINDOW = 256  # unconfirmed publishes kept in flight by publish_many
 RESEND_PAUSE = 0.25
@@ -141,11 +143,12 @@ class Publisher:
                 f"event {event.id} names a tenant, but the tenants exchange does not exist: run `warren setup`",
                 event.id,
             )
+        # The send is in this coroutine, not one of its own: a coroutine fewer in flight per event (issue 38).
+        span: AbstractContextManager[object] = _NO_SPAN
         if tracer is None:
             inject_current(headers)  # a trace context the caller attached (the ingest API's request) goes on
-            await self._send(event, body, headers, exchange, deadline)
         else:
-            with tracing.publish_span(
+            span = tracing.publish_span(
                 tracer,
                 headers,
                 event_id=event.id,
@@ -154,43 +157,37 @@ class Publisher:
                 routing_key=event.routing_key,
                 body_size=len(body),
                 tenant=event.tenant,
-            ):
-                await self._send(event, body, headers, exchange, deadline)
-        return event.id
-
-    async def _send(self, event: Event, body: bytes, headers: dict[str, Any], exchange: str, deadline: float) -> None:
-        # What encode_event's message would send, built once for the wire (the headers hold the trace context now)
-        message = Outgoing(body, event_properties(event, headers))
-        event_id, routing_key = event.id, event.routing_key
+            )
+        event_id = event.id
         turns = self._in_flight
-        if event_id in turns:  # another publish of this id is in flight on the channel: after it (one_at_a_time)
-            await await_turn(turns, event_id)
-        else:
-            turns[event_id] = None
-        try:
-            await resend_until_confirmed(
-                # what=None: "event <id>"; the errors' texts are made only for an error (issue 38)
-                lambda: self._channel.publish(exchange, message, routing_key, what=None, event_id=event_id),
-                event_id,
-                deadline,
-                self._deadlines,
-            )
-        except UnroutableError as exc:
-            if event.tenant is None:
-                text = f"event {event_id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
-                raise UnroutableError(text, event_id) from exc.__cause__
-            # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
-            self.unrouted_tenant_events += 1
-            TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
-            log.info(
-                "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
-                event_id,
-                event.tenant,
-                event.type,
-                extra={"tenant": event.tenant, "event_id": event_id},
-            )
-        finally:
-            end_turn(turns, event_id)
+        with span:  # the span's context goes into the headers on entry: the message is built after it
+            # What encode_event's message would send, built once for the wire (the headers hold the trace context)
+            message = Outgoing(body, event_properties(event, headers))
+            if event_id in turns:  # another publish of this id is in flight on the channel: after it
+                await await_turn(turns, event_id)
+            else:
+                turns[event_id] = None
+            try:
+                await resend_until_confirmed(
+                    self._channel, exchange, message, event.routing_key, event_id, deadline, self._deadlines
+                )
+            except UnroutableError as exc:
+                if event.tenant is None:
+                    text = f"event {event_id} of type {event.type!r} is unroutable: no endpoint subscribes to it"
+                    raise UnroutableError(text, event_id) from exc.__cause__
+                # Accepted: the tenant has no endpoint for this type (yet). Counted, never an error.
+                self.unrouted_tenant_events += 1
+                TENANT_EVENTS_UNROUTED.labels(event.tenant).inc()
+                log.info(
+                    "event %s for tenant %s: no endpoint subscribes to %r; counted, not delivered",
+                    event_id,
+                    event.tenant,
+                    event.type,
+                    extra={"tenant": event.tenant, "event_id": event_id},
+                )
+            finally:
+                end_turn(turns, event_id)
+        return event_id
 
     async def publish_many(
         self,
@@ -224,8 +221,12 @@ class Publisher:
         room: asyncio.Future[None] | None = None
         # The events' tasks not yet finished (or failed: the gather below raises), by their number in the batch.
         tasks: dict[int, asyncio.Task[None]] = {}
-        Chain = tuple[str | None, str]  # (tenant, key): the events that keep one order
-        latest: dict[Chain, asyncio.Future[bool]] = {}  # chain -> its last event's outcome (stored or not)
+        # The events that keep one order: their key, or (tenant, key) for a tenant's (a str never equals a tuple).
+        Chain = str | tuple[str, str]
+        latest: dict[Chain, int] = {}  # chain -> its last event's number, until that one is stored
+        # number -> its outcome (stored or not), made only when a later event of its chain waits for it, or when it
+        # was not stored: with many keys, most events are stored before the next of their key starts (issue 38).
+        outcomes: dict[int, asyncio.Future[bool]] = {}
         confirmed, failed = report.confirmed, report.failed
 
         async def one(
@@ -233,7 +234,6 @@ class Publisher:
             event: Event,
             chain: Chain | None,
             before: asyncio.Future[bool] | None,
-            mine: asyncio.Future[bool] | None,
         ) -> None:
             nonlocal in_flight, room
             error: PublishError | None = None
@@ -265,11 +265,15 @@ class Publisher:
                     if not room.done():
                         room.set_result(None)
                     room = None
-                if chain is not None and mine is not None:
-                    if not mine.done():
-                        mine.set_result(stored)
-                    if stored and latest.get(chain) is mine:
-                        del latest[chain]  # the key's next event may go at once (a failure stays: it must not)
+                if chain is not None:
+                    settled = outcomes.pop(number, None)
+                    if latest.get(chain) == number:
+                        if stored:
+                            del latest[chain]  # the key's next event may go at once
+                        else:  # a failure stays: the key's events started later must not go
+                            settled = outcomes[number] = settled or loop.create_future()
+                    if settled is not None and not settled.done():
+                        settled.set_result(stored)
             if on_result is not None:
                 outcome = on_result(event.id, error)
                 if outcome is not None:
@@ -288,12 +292,16 @@ class Publisher:
             nonlocal in_flight, started
             in_flight += 1
             started += 1
-            before = mine = chain = None
+            before = chain = None
             if event.key is not None:
-                chain = (event.tenant, event.key)
-                before, mine = latest.get(chain), loop.create_future()
-                latest[chain] = mine
-            tasks[started] = loop.create_task(one(started, event, chain, before, mine))
+                chain = event.key if event.tenant is None else (event.tenant, event.key)
+                previous = latest.get(chain)
+                if previous is not None:  # in flight, or not stored: this one waits for its outcome
+                    before = outcomes.get(previous)
+                    if before is None:
+                        before = outcomes[previous] = loop.create_future()
+                latest[chain] = started
+            tasks[started] = loop.create_task(one(started, event, chain, before))
 
         try:
             # A plain iterable is read as one, not through an async generator: one step less per event.
@@ -315,9 +323,16 @@ class Publisher:
 
 
 async def resend_until_confirmed(
-    send: Callable[[], Awaitable[None]], event_id: str, deadline: float, deadlines: Deadlines | None = None
+    channel: ConfirmChannel,
+    exchange: str,
+    message: Outgoing,
+    routing_key: str,
+    event_id: str,
+    deadline: float,
+    deadlines: Deadlines | None = None,
 ) -> None:
-    """``send()`` again after each nack or lost link (a node failing over), with pauses doubling from RESEND_PAUSE,
+    """``message`` published on ``channel`` (``ConfirmChannel.publish``, errors naming "event <event_id>"), and
+    again after each nack or lost link (a node failing over), with pauses doubling from RESEND_PAUSE,
     until ``deadline`` seconds have passed: then the last error is raised. Other failures are answers (a returned
     event, an exchange that does not exist) and raised at once.
 
@@ -339,7 +354,8 @@ async def resend_until_confirmed(
         while True:
             try:
                 last = None
-                await send()
+                # The arguments passed, not a closure: a function and five cells fewer in flight per event (issue 38)
+                await channel.publish(exchange, message, routing_key, what=None, event_id=event_id)
                 return
             except (Nacked, LinkLost) as exc:
                 last = exc
