@@ -324,3 +324,33 @@ async def test_lane_endpoints_read_at_start_get_their_runner_on_their_first_mess
         await wait_until(lambda: worker.runners["held"].paused_reason is not None, 5, "held paused")
     # And nothing reached the paused endpoint, whose messages wait in its lane
     assert receiver.ok_ids("/hook/held") == set()
+
+
+async def test_a_lane_consumed_with_a_backlog_acks_its_first_deliveries_in_batches(
+    endpoint_config: Any, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given copies waiting in a lane before any worker consumes it (as after a worker's crash): first 100 that
+    # are settled at once (another tenant's events, discarded), then 200 to deliver
+    name = on_lane(0, 1)[0]
+    config = await endpoint_config([lane_endpoint(receiver, name, tenant="acme")], lanes={"count": LANES})
+    foreign = [(Event(type="order.paid", data={"n": i}, tenant="globex"), name) for i in range(100)]
+    events = [Event(type="order.paid", data={"n": i}, tenant="acme") for i in range(200)]
+    await put_on_lane(config, names.lane_queue(config.broker.prefix, 0), [*foreign, *((e, name) for e in events)])
+    orphans: list[str | None] = []
+    original = lanes.LaneConsumer.acks_of
+
+    def acks_of(self: lanes.LaneConsumer, message: Any) -> Any:
+        found = original(self, message)
+        if found is None and message.consumer_tag is not None:
+            orphans.append(message.message_id)
+        return found
+
+    monkeypatch.setattr(lanes.LaneConsumer, "acks_of", acks_of)
+    # When a worker starts on it
+    async with Worker(config):
+        await receiver.wait_for(lambda r: len(r.ok_ids(f"/hook/{name}")) == len(events), 30)
+        assert await wait_depth(config, names.lane_queue(config.broker.prefix, 0), 0) == 0
+    # Then every settle found its lane's ack batcher, the first ones too: none was acked on its own, leaving a
+    # hole in the batcher's run of tags that would have made every later ack of its lane go alone
+    assert receiver.ok_ids(f"/hook/{name}") == {e.id for e in events}
+    assert orphans == []

@@ -9,54 +9,19 @@ from typing import Any
 
 import aio_pika
 import aiormq.exceptions
-import orjson
 import pytest
 
 from tests.consumers.test_ordered_lanes import all_delivered, keyed, violations_at
-from tests.support.health import wait_until
+from tests.support.ordered_moves import ledger, serving_ledger
 from tests.support.processes import running_workers, write_config
-from tests.support.receiver import Receiver, Reply
-from tests.support.topology import declare
+from tests.support.receiver import Receiver
 from warren.broker.events import Event
 from warren.broker.live_apply import apply_endpoint
 from warren.consumers.ordered_lanes import OrderedLaneRunner
-from warren.consumers.worker import Worker
 from warren.topology import names
-from warren.topology.config import Endpoint, WarrenConfig
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(150)
-
-LANES = {"count": 2, "ordered_count": 2, "route_partitions": 2, "prefetch": 8, "route_prefetch": 8}
-RETRY = {"base": "200ms", "cap": "400ms", "jitter": "none", "max_attempts": 1000}  # a key: 12 events >= 2.4 s
-
-
-def ledger(receiver: Receiver, home: str) -> Endpoint:
-    return Endpoint.model_validate(
-        {
-            "name": "ledger",
-            "url": f"{receiver.url}/ledger",
-            "secret": "whsec_" + "A" * 32,
-            "events": ["x.*"],
-            "ordering": "key",
-            "partitions": 2,
-            "home": home,
-            "circuit": {"enabled": False},
-        }
-    )
-
-
-def first_fails() -> Any:
-    """Every event's first attempt answered 503, the next ones 200: each key's head retries in place."""
-    seen: set[str] = set()
-
-    def reply(_: Receiver, __: Any, body: bytes) -> Reply:
-        event = orjson.loads(body)["key"] + ":" + str(orjson.loads(body)["sequence"])
-        if event in seen:
-            return Reply(200)
-        seen.add(event)
-        return Reply(503)
-
-    return reply
 
 
 def later(keys: int, start: int, per_key: int) -> list[Event]:
@@ -70,15 +35,6 @@ def duplicates(receiver: Receiver) -> int:
     """Deliveries answered 2xx beyond each event's first."""
     ok = [r.event_id for r in receiver.received if 200 <= r.status < 300]
     return len(ok) - len(set(ok))
-
-
-async def failing_once(make_config: Any, receiver: Receiver) -> WarrenConfig:
-    """A deployment for moves, declared: every event fails once at the receiver (503, then 200), so keys retry in
-    place."""
-    receiver.behaviour = first_fails()
-    config: WarrenConfig = make_config([], lanes=LANES, retry=RETRY, worker={"rebalance_interval": "500ms"})
-    await declare(config)
-    return config
 
 
 async def backlog(config: WarrenConfig, receiver: Receiver, publish: Any, per_key: int = 12) -> list[Event]:
@@ -104,14 +60,11 @@ async def exists(config: WarrenConfig, queue: str) -> bool:
 
 
 async def test_an_ordered_endpoint_moved_onto_the_ordered_lanes_mid_stream_keeps_every_event_and_each_key_in_order(
-    make_config: Any, receiver: Receiver, publish: Any
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any
 ) -> None:
     # Given a dedicated ordered endpoint whose every event fails once (503, then 200), so keys retry in place
-    config = await failing_once(make_config, receiver)
-    prefix = config.broker.prefix
-    async with Worker(config) as worker:
-        await apply_endpoint(config, ledger(receiver, "dedicated"))
-        await wait_until(lambda: "ledger" in worker.runners, 10, "served on its partitions")
+    config, prefix = failing_once, failing_once.broker.prefix
+    async with serving_ledger(config, receiver, "dedicated") as worker:
         # When it is moved onto the ordered lanes while its partitions hold most of them, and more are published
         before = await backlog(config, receiver, publish)
         await apply_endpoint(config, ledger(receiver, "lane"))
@@ -134,12 +87,10 @@ async def test_an_ordered_endpoint_moved_onto_the_ordered_lanes_mid_stream_keeps
 
 
 async def test_a_worker_killed_during_the_move_loses_nothing_and_breaks_no_key_order(
-    make_config: Any, receiver: Receiver, publish: Any, tmp_path: Path
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any, tmp_path: Path
 ) -> None:
     # Given two worker processes serving a dedicated ordered endpoint whose every event fails once
-    receiver.behaviour = first_fails()
-    config: WarrenConfig = make_config([], lanes=LANES, retry=RETRY, worker={"rebalance_interval": "500ms"})
-    await declare(config)
+    config = failing_once
     async with running_workers(write_config(tmp_path, config), 2) as workers:
         await apply_endpoint(config, ledger(receiver, "dedicated"))
         before = keyed([f"k{i}" for i in range(8)], 12)

@@ -12,15 +12,14 @@ import pytest
 from aio_pika import connect
 
 from tests.consumers.test_ordered_lanes import all_delivered, keyed, violations_at
-from tests.consumers.test_ordered_moves import LANES, RETRY, backlog, duplicates, exists, failing_once, later, ledger
+from tests.consumers.test_ordered_moves import backlog, duplicates, exists, later
 from tests.support.health import wait_until
+from tests.support.ordered_moves import ledger, moves_config, serving_ledger
 from tests.support.receiver import Receiver, Reply
-from tests.support.topology import declare
 from warren.broker.events import Event
 from warren.broker.live_apply import apply_endpoint
 from warren.broker.publisher import Publisher
 from warren.consumers.ordered_lanes import OrderedLaneRunner
-from warren.consumers.worker import Worker
 from warren.core.errors import LiveApplyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -56,13 +55,11 @@ PROMOTING = pytest.mark.parametrize("promoting", [True, None], ids=["said", "not
 
 @PROMOTING
 async def test_an_ordered_lane_endpoint_promoted_mid_stream_keeps_every_event_and_each_key_in_order(
-    make_config: Any, receiver: Receiver, publish: Any, promoting: bool | None
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any, promoting: bool | None
 ) -> None:
     # Given an ordered lane endpoint whose every event fails once (503, then 200), so its lanes hold a backlog
-    config = await failing_once(make_config, receiver)
-    async with Worker(config) as worker:
-        await apply_endpoint(config, ledger(receiver, "lane"))
-        await wait_until(lambda: isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "on the lanes")
+    config = failing_once
+    async with serving_ledger(config, receiver, "lane") as worker:
         before = await backlog(config, receiver, publish, per_key=PER_KEY)
         # When it is promoted to partitions of its own while events keep coming on every key
         during: list[Event] = []
@@ -95,12 +92,8 @@ async def test_a_held_ordered_lane_endpoint_is_not_promoted_until_it_delivers_an
     # Given an ordered lane endpoint whose receiver answers 503 to everything for now (its keys retry in place)
     failing = {"on": True}
     receiver.behaviour = lambda r, request, body: Reply(503) if failing["on"] else Reply(200)
-    lanes = {**LANES, "promote_wait": "2s"}
-    config: WarrenConfig = make_config([], lanes=lanes, retry=RETRY, worker={"rebalance_interval": "500ms"})
-    await declare(config)
-    async with Worker(config) as worker:
-        await apply_endpoint(config, ledger(receiver, "lane"))
-        await wait_until(lambda: isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "on the lanes")
+    config = await moves_config(make_config, promote_wait="2s")
+    async with serving_ledger(config, receiver, "lane"):
         before = keyed([f"k{i}" for i in range(KEYS)], 4)
         await publish(config, before)
         await receiver.wait_for(lambda r: len(r.received) >= KEYS, 30)

@@ -15,8 +15,9 @@ import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
 from tests.consumers.test_ordered_lanes import all_delivered, violations_at
-from tests.consumers.test_ordered_moves import LANES, backlog, duplicates, exists, failing_once, ledger
+from tests.consumers.test_ordered_moves import backlog, duplicates, exists
 from tests.consumers.test_ordered_promotion import PER_KEY, stream
+from tests.support.ordered_moves import LANES, ledger
 from tests.support.processes import running_workers, write_config
 from tests.support.receiver import Receiver, Reply
 from warren.broker import ordered_promotion
@@ -25,16 +26,17 @@ from warren.broker.live_apply import apply_endpoint
 from warren.broker.ordered_promotion import late_copies
 from warren.consumers.worker import Worker
 from warren.topology import names
+from warren.topology.config import WarrenConfig
 
 pytestmark = pytest.mark.timeout(150)
 
 
 async def test_a_copy_left_in_the_park_queue_after_the_fences_is_delivered_through_the_partitions(
-    make_config: Any, receiver: Receiver, publish: Any
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any
 ) -> None:
     # Given a promoted ordered endpoint (no worker yet) whose park queue still holds a copy that came after the
     # fences: the only copy of its event (a letter replayed from its lane's DLQ during the move is one)
-    config = await failing_once(make_config, receiver)
+    config = failing_once
     receiver.behaviour = lambda r, request, body: Reply(200)
     prefix = config.broker.prefix
     await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=False)
@@ -74,10 +76,10 @@ async def test_a_copy_left_in_the_park_queue_after_the_fences_is_delivered_throu
 
 
 async def test_a_worker_killed_while_the_promotion_waits_for_its_fences_loses_nothing_and_breaks_no_key_order(
-    make_config: Any, receiver: Receiver, publish: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given two worker processes serving an ordered lane endpoint whose every event fails once, a backlog in its lanes
-    config = await failing_once(make_config, receiver)
+    config = failing_once
     fencing = asyncio.Event()
     real = ordered_promotion.fence_queues
 

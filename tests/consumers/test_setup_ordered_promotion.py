@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from tests.consumers.test_ordered_lanes import all_delivered, violations_at
-from tests.consumers.test_ordered_moves import RETRY, backlog, duplicates, exists, first_fails
+from tests.consumers.test_ordered_moves import backlog, duplicates, exists
 from tests.consumers.test_ordered_promotion import KEYS, PER_KEY, stream
 from tests.support.health import wait_until
+from tests.support.ordered_moves import RETRY, first_fails
 from tests.support.receiver import Receiver, Reply
 from warren.broker.applier import apply_setup
 from warren.broker.endpoint_records import EndpointRecord

@@ -23,7 +23,7 @@ import logging
 
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import close_channel, raw_channel
 from warren.broker.amqp.probe import QueueProbe
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
@@ -35,7 +35,7 @@ from warren.broker.live_remove import Removal, remove_endpoint, retire
 from warren.broker.live_set import latest_records
 from warren.broker.management import ManagementClient
 from warren.broker.ordered_promotion import promote_ordered
-from warren.broker.promotion_fence import fenced_or_undone, raw_channel
+from warren.broker.promotion_fence import fenced_or_undone
 from warren.broker.route_fence import announce_to_routers
 from warren.core.errors import EndpointNotEmpty, LiveApplyError, RoutingUnconfirmed, TopologyError
 from warren.store.keys import StoreKeyError, sealer_from

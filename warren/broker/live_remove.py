@@ -22,7 +22,8 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
-from warren.broker.amqp.probe import QueueDepth, QueueProbe, counts
+from warren.broker.amqp.probe import QueueDepth, QueueProbe
+from warren.broker.amqp.queue_delete import delete_if_empty
 from warren.broker.dlq.browse import hold_messages
 from warren.broker.dlq.purge import purge_selected
 from warren.broker.dlq.selection import Selection, select
@@ -188,7 +189,7 @@ async def retire(
                 )
             if force:
                 discarded[queue] = await _delete(connection, queue)
-            elif not await _delete_if_empty(connection, queue):
+            elif not await delete_if_empty(connection, queue, counted=True):  # quorum queues among them
                 left[queue] = (await probe.depth(queue) or depth).ready
         if left:
             listed = ", ".join(f"{q} ({n})" for q, n in sorted(left.items()))
@@ -210,28 +211,6 @@ async def _consumers_gone(probe: QueueProbe, queue: str, deadline: float) -> Que
         await asyncio.sleep(POLL)
         depth = await probe.depth(queue)
     return depth
-
-
-async def _delete_if_empty(connection: AbstractConnection, queue: str) -> bool:
-    """Delete ``queue`` when it holds nothing; False (and kept) otherwise.
-
-    Quorum queues refuse ``queue.delete`` with ``if-empty`` (NOT_IMPLEMENTED), so, as ``warren setup --prune``
-    does, the count is read with a passive declare just before the delete; nothing feeds the queue any more by
-    then (its exchange and delay-chain binding are gone), so the window holds no new message.
-    """
-    channel = await connection.channel()
-    try:
-        raw = await channel.get_underlay_channel()
-        try:
-            if (await counts(raw, queue)).ready:
-                return False
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return True
-        await raw.queue_delete(queue)
-        return True
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)
 
 
 async def _delete(connection: AbstractConnection, queue: str) -> int:

@@ -47,15 +47,15 @@ from collections.abc import Mapping
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import close_channel, raw_channel
 from warren.broker.amqp.probe import QueueDepth, QueueProbe
+from warren.broker.amqp.queue_delete import delete_if_empty
 from warren.broker.endpoint_records import EndpointRecord, next_version
 from warren.broker.live_demote import move_all
 from warren.broker.live_layout import announce
 from warren.broker.partition_fence import fence_needed, fence_queues
-from warren.broker.promotion_fence import raw_channel
 from warren.broker.route_fence import announce_to_routers, routers_running
-from warren.core.errors import LiveApplyError
+from warren.core.errors import LiveApplyError, TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
 from warren.topology.headers import H_ENDPOINT, H_LANE_FENCE
@@ -118,7 +118,8 @@ async def promote_ordered(
             raise _under_way(
                 name,
                 f"the ordered lanes did not confirm within {lanes.promote_wait:g} s ([lanes] promote_wait) that "
-                f"its copies were delivered (not confirmed: {', '.join(missing)})",
+                f"its copies were delivered (not confirmed: {', '.join(missing)}; a lane whose fence could not be "
+                "passed on says why in its worker's log)",
                 again,
             )
     if record is not None:
@@ -143,16 +144,13 @@ async def late_copies(connection: AbstractConnection, settings: WarrenConfig, na
             await lock.declare_queue(f"{park}.drain", exclusive=True, auto_delete=True)
             held = True
             moved += await move_all(connection, park, "", name, deadline, exchange=exchange)
-            raw = await lock.get_underlay_channel()
-            await raw.queue_delete(park, if_empty=True)
-            break
+            if await delete_if_empty(connection, park):
+                break
+            why = "it holds messages (a copy came meanwhile)"
         except aiormq.exceptions.ChannelNotFoundEntity:
             break  # no park queue: nothing came late
-        except aiormq.exceptions.AMQPChannelError as exc:  # its lock held by a drainer, or a copy came meanwhile
-            if time.monotonic() >= deadline:
-                log.warning("park queue %s kept after the promotion: %s", park, exc)
-                break
-            await asyncio.sleep(LOCK_WAIT)
+        except (aiormq.exceptions.AMQPChannelError, TopologyError) as exc:  # its lock held by a drainer, or refused
+            why = str(exc)
         finally:
             with contextlib.suppress(Exception):
                 await close_channel(lock)
@@ -160,6 +158,12 @@ async def late_copies(connection: AbstractConnection, settings: WarrenConfig, na
                 with contextlib.suppress(Exception):
                     async with raw_channel(connection, "") as raw:
                         await raw.queue_delete(f"{park}.drain")
+        if time.monotonic() >= deadline:
+            log.warning(
+                "park queue %s kept after the promotion: %s; the next apply of its endpoint moves it", park, why
+            )
+            break
+        await asyncio.sleep(LOCK_WAIT)
     if moved:
         log.info("endpoint %s promoted: %d late copies moved from %s into its exchange", name, moved, park)
     return moved

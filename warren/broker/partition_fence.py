@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.confirm import publish_confirmed
 from warren.broker.amqp.probe import QueueDepth, QueueProbe
 from warren.topology import names
-from warren.topology.headers import H_FENCE_QUEUE, H_ROUTE_FENCE
+from warren.topology.headers import H_FENCE_QUEUE, H_FENCE_UNTIL, H_ROUTE_FENCE
 
 __all__ = ["FENCED", "FenceOutcome", "fence_answer", "fence_needed", "fence_queues", "fence_routing_stage"]
 
@@ -98,9 +99,11 @@ async def fence_queues(
     header: str = H_ROUTE_FENCE,
     extra: Mapping[str, Any] | None = None,
 ) -> frozenset[str]:
-    """Publish a fence (``header``: its id; ``warren-fence-queue``: the queue; ``extra``) into each of ``queues``,
-    confirmed, and wait up to ``wait`` seconds for their answers: the queues answered."""
+    """Publish a fence (``header``: its id; ``warren-fence-queue``: the queue; ``warren-fence-until``: when this
+    call stops waiting; ``extra``) into each of ``queues``, confirmed, and wait up to ``wait`` seconds for their
+    answers: the queues answered."""
     fence = uuid.uuid4().hex
+    until = int((time.time() + wait) * 1000)  # when this call stops listening: a fence past it is passed on for nobody
     answered: set[str] = set()
     everyone = asyncio.Event()
     channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
@@ -117,7 +120,7 @@ async def fence_queues(
         for queue in queues:
             message = Message(
                 b"",
-                headers={header: fence, H_FENCE_QUEUE: queue, **(extra or {})},
+                headers={header: fence, H_FENCE_QUEUE: queue, H_FENCE_UNTIL: until, **(extra or {})},
                 # One id per queue: a publish's return is matched to it by id (aiormq), and the ordered lanes'
                 # consumers pass their fences on side by side on one channel (warren/consumers/lane_fences.py).
                 message_id=f"fence-{fence}-{queue}",

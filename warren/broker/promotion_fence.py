@@ -12,20 +12,18 @@ RoutingUnconfirmed raised: the endpoints stay on their lanes, nothing of theirs 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
-import aiormq.abc
-import aiormq.exceptions
 from aio_pika.abc import AbstractConnection
 
-from warren.broker.amqp.channels import close_channel
+from warren.broker.amqp.channels import raw_channel
 from warren.broker.partition_fence import fence_routing_stage
-from warren.core.errors import RoutingUnconfirmed, TopologyError
+from warren.core.errors import RoutingUnconfirmed
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import consumed_queues
 
-__all__ = ["fenced_or_undone", "raw_channel", "undeclare"]
+__all__ = ["fenced_or_undone", "undeclare"]
 
 
 async def fenced_or_undone(
@@ -66,16 +64,3 @@ async def undeclare(connection: AbstractConnection, prefix: str, endpoint: Endpo
         await raw.exchange_delete(names.endpoint_exchange(prefix, endpoint.name))  # no event reaches them from now
         for queue in [*consumed_queues(prefix, endpoint), names.dlq(prefix, endpoint.name)]:
             await raw.queue_delete(queue)
-
-
-@contextlib.asynccontextmanager
-async def raw_channel(connection: AbstractConnection, refused: str) -> AsyncIterator[aiormq.abc.AbstractChannel]:
-    """A channel's aiormq side, closed after; a channel error raised as TopologyError(``refused``: why)."""
-    channel = await connection.channel()
-    try:
-        yield await channel.get_underlay_channel()
-    except aiormq.exceptions.AMQPChannelError as exc:
-        raise TopologyError(f"{refused}: {exc}") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            await close_channel(channel)

@@ -194,6 +194,10 @@ class DeficitRoundRobin(Generic[T]):
         if not flow.waiting and not flow.in_flight:
             del self._flows[name]
 
+    def forget(self, name: str) -> None:
+        """``name`` is no longer served here: its mean cost goes (its flow went when its last item finished)."""
+        self._costs.pop(name, None)
+
     def _can_start(self, name: str) -> bool:
         flow = self._flows[name]
         return bool(flow.waiting) and flow.in_flight < flow.limit

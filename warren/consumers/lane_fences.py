@@ -17,20 +17,26 @@ every lane has answered:
 A lane or park queue handed back while its fence waits (the hold limit, a hand-over, a crash) returns the fence
 unacked behind the earlier deliveries, in order, and the next consumer passes it the same way. A fence is never an
 event: no runner sees it. One whose caller gave up is still acked; its answer is dropped.
+
+A fence that cannot be passed on (the park queue refuses it) is tried again every ``PASS_FAILED_WAIT``, its lane
+handed back each time, until its promotion stops waiting (``warren-fence-until``, ``[lanes] promote_wait`` after
+it was sent); then it is dropped, logged as an error, and the lane moves on. Its promotion, unanswered, is refused
+(warren/broker/ordered_promotion.py) and nothing is lost: applied again, it fences anew.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from aio_pika import DeliveryMode, Message
 from aio_pika.abc import AbstractIncomingMessage
 
 from warren.broker import wire
 from warren.broker.amqp.confirm_channel import ConfirmChannel
-from warren.broker.partition_fence import fence_answer
 from warren.consumers.key_lanes import PartitionLanes
+from warren.consumers.route_fences import answer, answer_fence
 from warren.core.errors import PublishError, UnroutableError, describe
 
 __all__ = ["answer_lane_fence", "lane_fence_id", "pass_lane_fence"]
@@ -47,16 +53,6 @@ def lane_fence_id(message: AbstractIncomingMessage) -> str | None:
 
 def _queue(message: AbstractIncomingMessage) -> str:
     return wire.header_text((message.headers or {}).get(wire.H_FENCE_QUEUE)) or ""
-
-
-async def _answer(message: AbstractIncomingMessage, fence: str, publisher: ConfirmChannel) -> None:
-    if not message.reply_to:
-        log.warning("ordered lane fence %s names no reply queue; acked", fence)
-        return
-    try:
-        await publisher.publish("", fence_answer(fence, _queue(message)), message.reply_to, what=f"lane fence {fence}")
-    except PublishError as exc:  # the promotion gave up and its queue is gone: nobody to reach
-        log.info("ordered lane fence %s answered to nobody (%s)", fence, describe(exc))
 
 
 async def pass_lane_fence(
@@ -80,8 +76,19 @@ async def pass_lane_fence(
     try:
         await publisher.publish("", onward, park_queue, what=f"lane fence {fence} into {park_queue}")
     except UnroutableError:
-        await _answer(message, fence, publisher)  # no park queue: nothing of this lane's copies waits in one
+        await answer(message, fence, _queue(message), publisher)  # no park queue: none of its copies waits in one
     except PublishError as exc:
+        if _given_up(message, time.time()):
+            # Its promotion stopped waiting for the answer (refused, "under way": LiveApplyError, the admin API's
+            # 409): passing it on would answer nobody, and trying on would hold this lane for good.
+            log.error(
+                "lane fence %s of endpoint %s dropped: it could not be passed into %s (%s) before its promotion "
+                "stopped waiting; the promotion was refused, apply it again once %s takes messages",
+                fence, wire.header_text((message.headers or {}).get(wire.H_ENDPOINT)), park_queue, describe(exc),
+                park_queue,
+            )  # fmt: skip
+            await lanes.acks.ack(message)
+            return
         log.warning("could not pass lane fence %s into %s (%s); its lane goes back", fence, park_queue, describe(exc))
         await asyncio.sleep(PASS_FAILED_WAIT)
         lanes.hand_back()
@@ -89,11 +96,17 @@ async def pass_lane_fence(
     await lanes.acks.ack(message)
 
 
+def _given_up(message: AbstractIncomingMessage, now: float) -> bool:
+    """Whether the promotion that sent fence ``message`` has stopped waiting for its answer (``warren-fence-until``,
+    its ``[lanes] promote_wait`` on). A fence of an earlier release names no such time: its age cannot be told,
+    and it is taken as given up at its first failure (its promotion is refused; applied again, it fences anew)."""
+    until = wire.header_int((message.headers or {}).get(wire.H_FENCE_UNTIL))
+    return until is None or now * 1000 >= until
+
+
 async def answer_lane_fence(
     message: AbstractIncomingMessage, fence: str, lanes: PartitionLanes | None, publisher: ConfirmChannel
 ) -> None:
-    """A park queue's drainer: answer fence ``message`` once everything before it is delivered, then ack it."""
-    if lanes is None or not await lanes.settled_before(message):
-        return
-    await _answer(message, fence, publisher)
-    await lanes.acks.ack(message)
+    """A park queue's drainer: answer fence ``message`` once everything before it is delivered, then ack it (as a
+    router answers a route partition's fence)."""
+    await answer_fence(message, fence, lanes, _queue(message), publisher)

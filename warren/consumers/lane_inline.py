@@ -94,17 +94,19 @@ class InlinePolicy:
 
     def ended(self, name: str, seconds: float, now: float) -> None:
         """An inline delivery of ``name`` took ``seconds``: a slow one bars the endpoint (longer each time)."""
-        state = self._state(name)
-        state.in_flight = max(0, state.in_flight - 1)
         self.in_flight = max(0, self.in_flight - 1)
-        began, already = now - seconds, False
-        if state.starts:  # its own start (deliveries end in any order); one that barred it in flight: not again
-            start = state.starts.pop(_nearest(state.starts, began))
-            already = start <= state.noted
         self._recent.append(seconds)
         self._samples += 1
         if self._samples < RECENT or self._samples % (RECENT // 8) == 0:  # often enough, and cheaply
             self._typical = statistics.median(self._recent)
+        state = self._states.get(name)
+        if state is None:  # forgotten while it ran (no longer served here): nothing of it is kept
+            return
+        state.in_flight = max(0, state.in_flight - 1)
+        began, already = now - seconds, False
+        if state.starts:  # its own start (deliveries end in any order); one that barred it in flight: not again
+            start = state.starts.pop(_nearest(state.starts, began))
+            already = start <= state.noted
         if self._slow(seconds):
             if not already:
                 self._bar(name, state, now)
@@ -128,6 +130,12 @@ class InlinePolicy:
             self._proven.add(name)
         else:
             self._proven.discard(name)
+
+    def forget(self, name: str) -> None:
+        """``name`` is no longer a lane endpoint served here (removed, moved, or reconfigured): nothing of it is kept.
+        Served again, it proves itself again through its lane first."""
+        self._proven.discard(name)
+        self._states.pop(name, None)
 
     def _state(self, name: str) -> _State:
         """``name``'s state, made only when it has none (not a new ``_State`` built per call, as setdefault would)."""
@@ -219,6 +227,11 @@ class InlineDeliveries:
         self.delivered = 0  # inline deliveries settled without a lane copy (tests, logs)
         self.started: Counter[str] = Counter()  # inline deliveries begun, by endpoint
         self.handed = 0  # inline deliveries that ended in a lane copy
+
+    def forget(self, name: str) -> None:
+        """``name`` is no longer a lane endpoint served here: its policy state and its count go."""
+        self.policy.forget(name)
+        self.started.pop(name, None)
 
     def runner_for(self, name: str) -> LaneRunner | None:
         """``name``'s runner if its first attempt may be made inline now (counted in flight: ``deliver`` it)."""

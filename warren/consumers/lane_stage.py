@@ -158,7 +158,14 @@ class LaneStage:
         self.index.add(endpoint)
 
     def remove(self, name: str) -> None:
+        """Route nothing more to ``name`` and keep nothing of it (removed, moved, or about to be served anew).
+
+        Its routing closed or not stays as its record says (``close_routing``): a reconfigured endpoint is
+        removed and added again while its promotion may be under way."""
         self.index.remove(name)
+        self.consumer.forget(name)
+        if self.router.inline is not None:
+            self.router.inline.forget(name)
 
     def close_routing(self, name: str, closed: bool) -> None:
         """What the endpoint's latest record says: routed to no more while its promotion waits (lane_index.py)."""

@@ -43,7 +43,7 @@ from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
 from warren.consumers.endpoint_runner import EndpointRunner
 from warren.consumers.hooks import DeliveryHooks
-from warren.consumers.key_lanes import lane_key
+from warren.consumers.key_lanes import lane_key, new_consumer_tag
 from warren.consumers.lane_fairness import (
     DeficitRoundRobin,
     held_park_delay,
@@ -223,7 +223,8 @@ class LaneConsumer:
         for lane in self.lanes:
             lane.channel = await connection.channel()
             lane.queue = await queue_on(lane.channel, lane.name, self.prefetch)  # closed by close() if anything fails
-            lane.tag = await uninterrupted(lane.queue.consume(functools.partial(self._on_message, lane)))
+            lane.tag = new_consumer_tag()  # known before the consume: a delivery settled at once finds its batcher
+            await uninterrupted(lane.queue.consume(functools.partial(self._on_message, lane), consumer_tag=lane.tag))
 
     async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()
@@ -329,6 +330,11 @@ class LaneConsumer:
         self.hooks.settled(name or "(none)", "discarded")
         with contextlib.suppress(Exception):
             await lane.acks.ack(message)
+
+    def forget(self, name: str) -> None:
+        """``name`` is no longer served here: the lanes keep nothing of it (its mean delivery time)."""
+        for lane in self.lanes:
+            lane.order.forget(name)
 
     def share(self, lane: _Lane, name: str, concurrency: int) -> int:
         """How many of ``lane``'s messages endpoint ``name`` may hold (in flight or waiting its turn) at once."""

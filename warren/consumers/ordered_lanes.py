@@ -140,10 +140,11 @@ class OrderedLanes(ClaimedPartitions):
                 with contextlib.suppress(Exception):
                     await lanes.acks.ack(message)
                 return
-            if time.monotonic() - lanes.held_since(message) >= self.hold_limit:
+            left = self.hold_limit - (time.monotonic() - lanes.held_since(message))
+            if left <= 0:
                 lanes.hand_back()  # RabbitMQ's consumer_timeout must not close the channel
                 return
-            if await lanes.wait(HELD_WAIT):
+            if await lanes.wait(min(HELD_WAIT, left)):  # the next look is at the hold limit at the latest
                 return
 
     async def _follow(self, message: AbstractIncomingMessage, runner: EndpointRunner, lanes: PartitionLanes) -> None:

@@ -25,6 +25,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.connection import Nodes, connect_once
+from warren.broker.amqp.queue_delete import delete_if_empty
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 
@@ -98,20 +99,12 @@ class ParkLink:
             await close_channel(channel)
 
     async def delete_if_empty(self, queue: str) -> bool:
-        """Delete ``queue`` if it holds no ready message: True when it is gone."""
+        """Delete ``queue`` if it holds no ready message: True when it is gone, False when something arrived
+        meanwhile (drained next); TopologyError for any other refusal (warren/broker/amqp/queue_delete.py)."""
         return await uninterrupted(self._delete_if_empty(queue))
 
     async def _delete_if_empty(self, queue: str) -> bool:
-        channel = await self._open_channel()
-        try:
-            await channel.queue_delete(queue, if_empty=True)
-            return True
-        except aiormq.exceptions.ChannelPreconditionFailed:
-            return False  # something arrived meanwhile: drained next
-        except aiormq.exceptions.ChannelNotFoundEntity:
-            return True
-        finally:
-            await close_channel(channel)
+        return await delete_if_empty(await self.connection(), queue)  # a classic queue: RabbitMQ checks (if-empty)
 
     async def lock(self, queue: str) -> AbstractChannel | None:
         """Take ``queue``'s drain lock (the exclusive queue ``<queue>.drain``): its channel, or None when taken."""

@@ -27,7 +27,7 @@ from warren.broker.partition_fence import fence_answer
 from warren.consumers.key_lanes import PartitionLanes
 from warren.core.errors import PublishError, describe
 
-__all__ = ["answer_fence", "fence_id"]
+__all__ = ["answer", "answer_fence", "fence_id"]
 
 log = logging.getLogger("warren.router")
 
@@ -45,16 +45,21 @@ async def answer_fence(
     publisher: ConfirmChannel,
 ) -> None:
     """Answer fence ``message`` of ``partition`` once every earlier delivery of it is settled, then ack it; leave it
-    unacked when the partition is handed back first (it returns to the head with the rest)."""
+    unacked when the partition is handed back first (it returns to the head with the rest). An ordered lane's park
+    queue answers its fences so too (warren/consumers/lane_fences.py)."""
     if lanes is None or partition is None or not await lanes.settled_before(message):
         return  # its channel is going: the fence returns behind the earlier deliveries, the next owner answers it
-    if message.reply_to:
-        try:
-            await publisher.publish(
-                "", fence_answer(fence, partition), message.reply_to, what=f"route fence {fence} answer"
-            )
-        except PublishError as exc:  # the caller gave up and its queue is gone: the answer has nobody to reach
-            log.info("route fence %s of %s answered to nobody (%s)", fence, partition, describe(exc))
-    else:
-        log.warning("route fence %s of %s names no reply queue; acked", fence, partition)
+    await answer(message, fence, partition, publisher)
     await lanes.acks.ack(message)
+
+
+async def answer(message: AbstractIncomingMessage, fence: str, queue: str, publisher: ConfirmChannel) -> None:
+    """Tell fence ``message``'s caller (its ``reply_to``) that everything of ``queue`` before it is settled. A caller
+    that gave up (its reply queue gone) is answered to nobody; a fence that names no reply queue, only logged."""
+    if not message.reply_to:
+        log.warning("fence %s of %s names no reply queue; acked", fence, queue)
+        return
+    try:
+        await publisher.publish("", fence_answer(fence, queue), message.reply_to, what=f"fence {fence} answer")
+    except PublishError as exc:  # the caller gave up and its queue is gone: the answer has nobody to reach
+        log.info("fence %s of %s answered to nobody (%s)", fence, queue, describe(exc))

@@ -22,6 +22,7 @@ __all__ = [
     "H_DELIVERY_COUNT",
     "H_ENDPOINT",
     "H_FENCE_QUEUE",
+    "H_FENCE_UNTIL",
     "H_FIRST_ATTEMPT",
     "H_HISTORY",
     "H_KEY",
@@ -77,6 +78,7 @@ H_ROUTE_TENANT = "warren-route-tenant"  # and its tenant, when it was published 
 H_ROUTE_FENCE = "warren-route-fence"  # a promotion's fence through a route partition, never an event (its id)
 H_LANE_FENCE = "warren-lane-fence"  # an ordered promotion's fence through an ordered lane, never an event (its id)
 H_FENCE_QUEUE = "warren-fence-queue"  # the queue a fence was published into (its answer names it)
+H_FENCE_UNTIL = "warren-fence-until"  # epoch ms its caller waits for a fence's answer until ([lanes] promote_wait)
 H_TENANT = "warren-tenant"  # the tenant the event was published for, when it names one
 H_DEAD_REASON = "warren-dead-reason"  # why the message was dead-lettered
 H_DEAD_AT = "warren-dead-ms"

@@ -14,17 +14,19 @@ such channels again once it is back.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiormq.abc
 import aiormq.exceptions
-from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, closing
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
+from warren.core.errors import TopologyError
 
-__all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel", "consume_on", "queue_on"]
+__all__ = ["CLOSE_TIMEOUT", "SETTLE_PAUSE", "close_channel", "consume_on", "queue_on", "raw_channel"]
 
 CLOSE_TIMEOUT = 5.0  # seconds a close may take before it is given up on (the channel is forgotten anyway)
 
@@ -49,6 +51,20 @@ async def close_channel(channel: AbstractChannel | None, timeout: float = CLOSE_
         # The close itself is never cut (broker/amqp/uninterrupted.py): the time limit, or this task's
         # cancellation, ends the wait for it only.
         await within(uninterrupted(channel.close(), grace=0), timeout)
+
+
+@contextlib.asynccontextmanager
+async def raw_channel(connection: AbstractConnection, refused: str) -> AsyncIterator[aiormq.abc.AbstractChannel]:
+    """A channel of its own, its aiormq side, closed after; a channel error raised as TopologyError(``refused``:
+    why). For commands whose 404 or 406 closes the channel they are sent on."""
+    channel = await connection.channel()
+    try:
+        yield await channel.get_underlay_channel()
+    except aiormq.exceptions.AMQPChannelError as exc:
+        raise TopologyError(f"{refused}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            await close_channel(channel)
 
 
 async def queue_on(channel: AbstractChannel, queue_name: str, prefetch: int) -> AbstractQueue:
