@@ -41,6 +41,17 @@ def test_a_record_closing_the_routing_says_so_and_others_do_not() -> None:
     assert not EndpointRecord.from_bytes(TODAY).routing_closed
 
 
+def test_a_file_endpoints_routing_record_is_a_removal_that_closes_or_opens_its_routing() -> None:
+    # (`warren setup` promoting an ordered file endpoint: warren/broker/setup_promotion.py)
+    closing = EndpointRecord.file_routing("acme", "setup@host", closed=True)
+    body = orjson.loads(closing.to_message().body)
+    assert body["action"] == "remove" and body["routing"] == "closed" and "config" not in body
+    assert EndpointRecord.from_bytes(closing.to_message().body) == closing
+    opening = EndpointRecord.file_routing("acme", "setup@host", closed=False)
+    assert opening.version > closing.version
+    assert not EndpointRecord.from_bytes(opening.to_message().body).routing_closed
+
+
 def test_records_of_earlier_releases_read_as_they_did() -> None:
     today: dict[str, Any] = orjson.loads(TODAY)
     # Before secrets had ends: no secret_expires

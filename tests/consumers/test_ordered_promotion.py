@@ -48,8 +48,14 @@ async def stream(config: WarrenConfig, start: int, published: list[Event], stop:
         await connection.close()
 
 
+# True: what the admin API says for a move from a lane; None: a direct call that does not say (an ordered endpoint
+# is drained all the same: its partitions declared afresh, or its record still on a lane)
+PROMOTING = pytest.mark.parametrize("promoting", [True, None], ids=["said", "not-said"])
+
+
+@PROMOTING
 async def test_an_ordered_lane_endpoint_promoted_mid_stream_keeps_every_event_and_each_key_in_order(
-    failing_once: WarrenConfig, receiver: Receiver, publish: Any
+    failing_once: WarrenConfig, receiver: Receiver, publish: Any, promoting: bool | None
 ) -> None:
     # Given an ordered lane endpoint whose every event fails once (503, then 200), so its lanes hold a backlog
     config = failing_once
@@ -61,7 +67,9 @@ async def test_an_ordered_lane_endpoint_promoted_mid_stream_keeps_every_event_an
         streaming = asyncio.create_task(stream(config, PER_KEY, during, stop))
         try:
             await asyncio.sleep(0.1)  # the stream has begun before the move (it is paced, not awaited for)
-            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True)
+            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=promoting)
+            # (every copy on the lane side was delivered before it was announced dedicated)
+            assert receiver.ok_ids("/hook/ledger") >= {e.id for e in before}
             await wait_until(lambda: not isinstance(worker.runners.get("ledger"), OrderedLaneRunner), 10, "moved")
             await asyncio.sleep(0.3)
         finally:
@@ -77,8 +85,9 @@ async def test_an_ordered_lane_endpoint_promoted_mid_stream_keeps_every_event_an
         assert not await exists(config, names.ordered_park_queue(config.broker.prefix, "ledger"))
 
 
+@PROMOTING
 async def test_a_held_ordered_lane_endpoint_is_not_promoted_until_it_delivers_and_loses_nothing(
-    make_config: Any, receiver: Receiver, publish: Any
+    make_config: Any, receiver: Receiver, publish: Any, promoting: bool | None
 ) -> None:
     # Given an ordered lane endpoint whose receiver answers 503 to everything for now (its keys retry in place)
     failing = {"on": True}
@@ -90,12 +99,13 @@ async def test_a_held_ordered_lane_endpoint_is_not_promoted_until_it_delivers_an
         await receiver.wait_for(lambda r: len(r.received) >= KEYS, 30)
         # When it is promoted while no copy of it can be delivered: refused, the move under way
         with pytest.raises(LiveApplyError, match="under way"):
-            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True)
+            await apply_endpoint(config, ledger(receiver, "dedicated"), promoting=promoting)
         meanwhile = later(KEYS, 4, 3)
         await publish(config, meanwhile)  # waiting in its partitions, routed to no lane
         # Then once it answers again and the same change is applied again, everything arrives, each key in order
         failing["on"] = False
         patient = config.model_copy(update={"lanes": config.lanes.model_copy(update={"promote_wait": 30.0})})
-        await apply_endpoint(patient, ledger(receiver, "dedicated"), promoting=True)
+        await apply_endpoint(patient, ledger(receiver, "dedicated"), promoting=promoting)
+        assert receiver.ok_ids("/hook/ledger") >= {e.id for e in before}  # its partitions there: drained all the same
         await receiver.wait_for(all_delivered([*before, *meanwhile], ["ledger"]), 60)
         assert violations_at(receiver, ["ledger"]) == []

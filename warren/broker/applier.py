@@ -8,24 +8,21 @@ are already there as planned. Last, report (or with ``prune``, delete) the lefto
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiormq.exceptions
-from aio_pika.abc import AbstractConnection
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, Nodes, connect, connect_once, nodes_text
 from warren.broker.capacity import capacity_problems, read_nodes
 from warren.broker.declare import declare_plan, to_create
-from warren.broker.dlq.relocate import relocate_letters
 from warren.broker.drift import Kind, Leftover, ObjectCheck, compare, find_leftovers
 from warren.broker.live_set import announced_endpoints, with_live_endpoints
 from warren.broker.management import ManagementClient
 from warren.broker.migration import Policy, PolicyCheck, compare_policies, migration_policies
-from warren.broker.promotion_fence import fenced_or_undone
 from warren.broker.prune import LeftoverOutcome, preview, prune, report_only
+from warren.broker.setup_promotion import fence_file_moves
 from warren.core.errors import BrokerUnavailable, TopologyError
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -268,22 +265,6 @@ async def _with_live(config: WarrenConfig) -> WarrenConfig:
         await connection.close()
 
 
-async def _fence_moves(connection: AbstractConnection, config: WarrenConfig, report: SetupReport) -> None:
-    """A dedicated endpoint whose exchange this run created, with lanes on, may have been a lane endpoint until now
-    (the file's ``home`` changed): the routing stage is fenced before setup returns, and workers started with the
-    new file route it no more (warren/broker/promotion_fence.py). Its lane's dead letters follow it."""
-    prefix = config.broker.prefix
-    created = {c.name for c in report.objects if c.kind == "exchange" and c.status == "create"}
-    moving = [e for e in config.dedicated_endpoints if names.endpoint_exchange(prefix, e.name) in created]
-    if not config.lanes.count or not moving:
-        return
-    await fenced_or_undone(connection, config, moving, again="run `warren setup` again")
-    for endpoint in moving:
-        lane = names.lane_dlq(prefix, names.lane_of(endpoint.name, config.lanes.count))
-        with contextlib.suppress(TopologyError):  # no lanes declared: no letters to follow
-            await relocate_letters(connection, lane, names.dlq(prefix, endpoint.name), endpoint.name)
-
-
 async def apply_setup(
     config: WarrenConfig,
     *,
@@ -338,7 +319,9 @@ async def apply_setup(
     try:
         await declare_plan(connection, to_create(plan, report.objects))
         report.applied = True
-        await _fence_moves(connection, config, report)
+        # A file endpoint moved off its lane: fenced (an ordered one drained) before setup returns.
+        created = {c.name for c in report.objects if c.kind == "exchange" and c.status == "create"}
+        await fence_file_moves(connection, config, created)
         if prune_leftovers and leftovers:
             report.leftovers = await prune(connection, leftovers, state.bindings, force)
     except aiormq.exceptions.AMQPChannelError as exc:

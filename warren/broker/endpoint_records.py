@@ -93,6 +93,13 @@ class EndpointRecord:
     def removing(cls, name: str, by: str) -> EndpointRecord:
         return cls(name, REMOVE, next_version(), by)
 
+    @classmethod
+    def file_routing(cls, name: str, by: str, *, closed: bool) -> EndpointRecord:
+        """A file endpoint's routing closed (``warren setup`` promoting it, ordered: ordered_promotion.py) or open
+        again. A remove record, so that no live endpoint of the name is read from it (live_set.py), and no secret
+        is needed to write it; workers whose file has the endpoint honour its routing alone (live_endpoints.py)."""
+        return cls(name, REMOVE, next_version(), by, routing_closed=closed)
+
     def endpoint_config(self, sealer: Sealer | StoreKeyError) -> Endpoint:
         """The endpoint this record applies, its secrets opened with ``sealer`` (the store's keys).
 
@@ -149,10 +156,10 @@ class EndpointRecord:
             body["config"] = self.config
             if self.sealed:
                 body["sealed"] = SEALED_WITH
-            if self.routing_closed:
-                body["routing"] = "closed"
             if any(end is not None for end in self.secret_expires):
                 body["secret_expires"] = list(self.secret_expires)
+        if self.routing_closed:
+            body["routing"] = "closed"
         return Message(orjson.dumps(body), content_type="application/json", delivery_mode=DeliveryMode.PERSISTENT)
 
     @classmethod

@@ -28,10 +28,11 @@ from warren.broker.amqp.probe import QueueProbe
 from warren.broker.applier import declare_plan
 from warren.broker.capacity import problems_adding
 from warren.broker.dlq.relocate import relocate_letters
-from warren.broker.endpoint_records import EndpointRecord
+from warren.broker.endpoint_records import APPLY, EndpointRecord
 from warren.broker.live_demote import demote
 from warren.broker.live_layout import announce, by, one_call_connection, own_queues, read_layout
 from warren.broker.live_remove import Removal, remove_endpoint, retire
+from warren.broker.live_set import latest_records
 from warren.broker.management import ManagementClient
 from warren.broker.ordered_promotion import promote_ordered
 from warren.broker.promotion_fence import fenced_or_undone
@@ -120,9 +121,10 @@ async def apply_endpoint(
     ``promoting``: whether the endpoint was a lane endpoint until now (False: new, or dedicated already; None: not
     known, taken as maybe). Declaring its own queues then fences the routing stage before it is announced
     (warren/broker/partition_fence.py): RoutingUnconfirmed when the routers did not confirm in time, the promotion
-    undone. An ordered endpoint said (True) to be promoted also has its ordered lanes emptied of its copies before
-    its partitions are consumed (warren/broker/ordered_promotion.py): LiveApplyError when that cannot finish in
-    time, the promotion left under way (nothing lost; applying it again finishes it).
+    undone. An ordered endpoint that may be promoted (True; or None, when this apply declares its partitions
+    afresh) also has its ordered lanes emptied of its copies before its partitions are consumed
+    (warren/broker/ordered_promotion.py): LiveApplyError when that cannot finish in time, the promotion left under
+    way (nothing lost; applying it again finishes it). An ordered endpoint never moves to its partitions without.
 
     Raises EndpointNotEmpty when the change moves ordering or partitions of queues that hold messages,
     LiveApplyError when it cannot be applied otherwise, TopologyError when the broker refuses an object (or
@@ -143,8 +145,8 @@ async def apply_endpoint(
     # round trips, and these two need nothing of each other.
     plan = endpoint_plan(settings, endpoint)
     closing = None
-    if endpoint.ordering == "key" and settings.lanes.count and settings.lanes.ordered_count and promoting:
-        # An ordered lane endpoint until now: announced as such, routed to no more, while its lanes empty.
+    if endpoint.ordering == "key" and settings.lanes.count and settings.lanes.ordered_count and promoting is not False:
+        # An ordered lane endpoint until now (or maybe): announced as such, routed to no more, while its lanes empty.
         lane = EndpointRecord.applying(endpoint.model_copy(update={"home": "lane"}), by(), sealer)
         closing = dataclasses.replace(lane, routing_closed=True)
     stale_reading = asyncio.ensure_future(_checked_subscriptions(settings, endpoint, plan))
@@ -195,6 +197,13 @@ async def _apply_on(
             f"({names.ordered_moved_queue(prefix, endpoint.name)} exists); apply it with home 'lane' to finish it"
         )
     before, stale = await asyncio.gather(read_layout(connection, prefix, endpoint.name), stale_reading)
+    if (
+        closing is not None
+        and promoting is None
+        and before.exists
+        and not await _on_lanes(connection, prefix, endpoint)
+    ):
+        closing = None  # not said, its partitions there and its record dedicated: nothing of it in the lanes
     wanted = set(consumed_queues(prefix, endpoint))
     dropped = {q: n for q, n in before.consumed.items() if q not in wanted}
     if dropped:
@@ -224,6 +233,17 @@ async def _apply_on(
         except EndpointNotEmpty as exc:
             # Applied: only messages handed back by workers as they switched are left in an old queue.
             log.warning("endpoint %s applied; old queues kept, not empty: %s", endpoint.name, exc.queues)
+
+
+async def _on_lanes(connection: AbstractConnection, prefix: str, endpoint: Endpoint) -> bool:
+    """Whether the record in force of ``endpoint`` still has it on a lane (its promotion under way, or not begun);
+    read for an apply that did not say whether it promotes (reading the stream is a cost the admin API avoids)."""
+    record = (await latest_records(connection, prefix)).get(endpoint.name)
+    return (
+        record is not None
+        and record.action == APPLY
+        and (record.routing_closed or (record.config or {}).get("home") == "lane")
+    )
 
 
 async def _moving_onto_lanes(connection: AbstractConnection, prefix: str, endpoint: Endpoint) -> bool:

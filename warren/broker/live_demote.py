@@ -44,7 +44,7 @@ from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 from warren.topology.planner import delay_levels
 
-__all__ = ["Demotion", "demote"]
+__all__ = ["Demotion", "demote", "move_all"]
 
 MOVE_SLACK = 2.0  # seconds past the grace period the move waits for a draining worker's messages to come back
 POLL = 0.05
@@ -90,18 +90,19 @@ async def demote(
         with contextlib.suppress(Exception):
             await close_channel(channel)
     deadline = await hand_over(connection, settings, record, MOVE_SLACK, strict=False)
-    queued = await _move_all(connection, work, lane_queue, name, deadline) if work in before.consumed else 0
+    queued = await move_all(connection, work, lane_queue, name, deadline) if work in before.consumed else 0
     dlq = names.dlq(prefix, name)
-    letters = await _move_all(connection, dlq, lane_dlq, name, deadline) if before.dlq is not None else 0
+    letters = await move_all(connection, dlq, lane_dlq, name, deadline) if before.dlq is not None else 0
     await retire(connection, settings, name, [work, dlq], force=False)
     return Demotion(queued, letters)
 
 
-async def _move_all(
-    connection: AbstractConnection, source: str, destination: str, endpoint: str, deadline: float
+async def move_all(
+    connection: AbstractConnection, source: str, destination: str, endpoint: str, deadline: float, exchange: str = ""
 ) -> int:
-    """Move every message of ``source`` into ``destination`` (default exchange), naming ``endpoint``, each
-    confirmed before it is acked; until ``source`` is empty with no consumer left, or ``deadline``."""
+    """Move every message of ``source`` into ``destination`` (a queue; or the routing key on ``exchange``), naming
+    ``endpoint``, each confirmed before it is acked; until ``source`` is empty with no consumer left, or
+    ``deadline``."""
     publisher = await ConfirmChannel(connection).open()
     channel = await connection.channel()
     probe = QueueProbe(connection)
@@ -112,8 +113,8 @@ async def _move_all(
             message = await queue.get(no_ack=False, fail=False)
             if message is not None:
                 headers = {**wire.untouched_headers(message), wire.H_ENDPOINT: endpoint}
-                what = f"{message.message_id} from {source} to {destination}"
-                await publisher.publish("", wire.onward(message, headers), destination, what=what)
+                what = f"{message.message_id} from {source} to {exchange or destination}"
+                await publisher.publish(exchange, wire.onward(message, headers), destination, what=what)
                 await message.ack()
                 moved += 1
                 continue

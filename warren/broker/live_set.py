@@ -15,7 +15,7 @@ from warren.broker.amqp.channels import close_channel
 from warren.broker.amqp.connection import connect_once
 from warren.broker.amqp.probe import all_exist
 from warren.broker.amqp.stream_read import read_to_end
-from warren.broker.endpoint_records import APPLY, decode_record, latest_per_endpoint
+from warren.broker.endpoint_records import APPLY, EndpointRecord, decode_record, latest_per_endpoint
 from warren.topology import names
 from warren.topology.config import Endpoint, WarrenConfig
 
@@ -23,6 +23,7 @@ __all__ = [
     "API_MANAGED",
     "FILE_MANAGED",
     "announced_endpoints",
+    "latest_records",
     "managed_by",
     "read_live_endpoints",
     "with_live_endpoints",
@@ -35,12 +36,8 @@ API_MANAGED = "api"
 log = logging.getLogger("warren.live")
 
 
-async def announced_endpoints(connection: AbstractConnection, prefix: str) -> dict[str, Endpoint]:
-    """Endpoint name -> configuration of every live endpoint applied and not removed (empty without the stream).
-
-    Their secrets are left sealed (setup signs nothing, and needs no store key); a record that does not validate
-    is left out, with a warning.
-    """
+async def latest_records(connection: AbstractConnection, prefix: str) -> dict[str, EndpointRecord]:
+    """Endpoint name -> its record in force on the endpoints stream (empty without the stream)."""
     stream = names.endpoints_stream(prefix)
     if not await all_exist(connection, queues=[stream]):
         return {}
@@ -50,8 +47,17 @@ async def announced_endpoints(connection: AbstractConnection, prefix: str) -> di
     finally:
         with contextlib.suppress(Exception):
             await close_channel(channel)
+    return latest_per_endpoint(records)
+
+
+async def announced_endpoints(connection: AbstractConnection, prefix: str) -> dict[str, Endpoint]:
+    """Endpoint name -> configuration of every live endpoint applied and not removed (empty without the stream).
+
+    Their secrets are left sealed (setup signs nothing, and needs no store key); a record that does not validate
+    is left out, with a warning.
+    """
     live: dict[str, Endpoint] = {}
-    for name, record in latest_per_endpoint(records).items():
+    for name, record in (await latest_records(connection, prefix)).items():
         if record.action != APPLY:
             continue
         try:

@@ -5,7 +5,9 @@ applied there; from then on it hears each new record through an exclusive queue 
 and serves, re-serves (a changed configuration) or stops serving the endpoint at once. Nothing here needs the
 admin API or its store: while they are down, the worker keeps delivering with the last configuration it knows.
 
-Endpoints of the worker's own configuration file are the file's: a record naming one is ignored (logged once).
+Endpoints of the worker's own configuration file are the file's: a record naming one is ignored (logged once), but
+for its routing: ``warren setup`` closes a file endpoint's routing while it promotes it, ordered, to partitions of
+its own (warren/broker/ordered_promotion.py), and that holds here as for a live endpoint.
 
 A record's signing secrets are sealed with the store's keys (warren/broker/endpoint_records.py): the worker opens them
 with its ``[store] keys`` (default ``env:WARREN_STORE_KEY``). Without a key that opens them, it logs an error for
@@ -96,6 +98,7 @@ class LiveEndpoints:
         self._loops: list[asyncio.Task[None]] = []
         self._halted = False
         self._ignored: set[str] = set()
+        self._file_versions: dict[str, int] = {}  # file endpoint -> version of its newest record (its routing)
         self.unopened: dict[str, str] = {}  # endpoint -> why its latest record's secrets could not be opened
         self._sealer: Sealer | StoreKeyError
         try:
@@ -207,7 +210,8 @@ class LiveEndpoints:
     def _learn(self, record: EndpointRecord) -> bool:
         """Keep ``record`` if it is the newest for its endpoint; True when it changed what is known."""
         if record.endpoint in self.file_managed:
-            if record.endpoint not in self._ignored:
+            self._file_routing(record)
+            if record.endpoint not in self._ignored and record.config is not None:  # not setup's routing record
                 self._ignored.add(record.endpoint)
                 log.warning("live record of %s ignored: the configuration file manages it", record.endpoint)
             return False
@@ -216,6 +220,14 @@ class LiveEndpoints:
             return False
         self.known[record.endpoint] = record
         return True
+
+    def _file_routing(self, record: EndpointRecord) -> None:
+        """A file endpoint's routing as its newest record says (closed: routed to no more), before it is answered."""
+        last = self._file_versions.get(record.endpoint)
+        if last is not None and record.version <= last:
+            return
+        self._file_versions[record.endpoint] = record.version
+        self._close_routing(record.endpoint, record.routing_closed)
 
     async def _sync_all(self) -> None:
         started, before = time.monotonic(), len(self.serving)
