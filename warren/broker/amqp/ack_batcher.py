@@ -35,8 +35,10 @@ __all__ = ["WINDOW_ACK_DELAY", "AckBatcher"]
 # sent one for every 18 (bench/ordered_probe.py), and each frame is a command through the quorum queue's Raft
 # log, which made the broker's CPU per delivery ~45% higher (bench/README.md, issue 38). Waiting costs no
 # delivery any time (the POST is done) while the window has room: the acks hurry once three quarters of it is
-# outstanding (``hurry_at``), so that a full window never waits for them.
-WINDOW_ACK_DELAY = 0.05
+# outstanding (``hurry_at``), so that a full window never waits for them, and a busy partition's batches are
+# sized by its window rather than by this delay. 50 ms still left a slow run's 32 partitions (a few deliveries a
+# second each on a loaded machine) near one frame per delivery.
+WINDOW_ACK_DELAY = 0.25
 
 
 def _channel_of(message: AbstractIncomingMessage) -> Any:
