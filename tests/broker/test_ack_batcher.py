@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
-from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.broker.amqp.ack_batcher import WINDOW_ACK_DELAY, AckBatcher
 from warren.broker.amqp.channels import SETTLE_PAUSE
 
 
@@ -144,6 +146,57 @@ async def test_flush_at_sends_a_full_batch_without_waiting_out_the_delay(amqp_ur
         assert await _unacked(queue, await check.channel()) == 2  # 0..3 acked by the batch, 4 and 5 returned
     finally:
         await check.close()
+
+
+@contextlib.asynccontextmanager
+async def _consumed(
+    amqp_url: str, name: str, count: int, batcher: AckBatcher
+) -> AsyncIterator[tuple[aio_pika.abc.AbstractQueue, list[AbstractIncomingMessage]]]:
+    """``_tracked`` on a connection of its own, closed after (what was not acked goes back to the queue)."""
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        queue, delivered = await _tracked(await connection.channel(), name, count, batcher)
+        assert len(delivered) == count
+        yield queue, delivered
+    finally:
+        await connection.close()
+
+
+@pytest.mark.timeout(20)
+async def test_acks_hurry_while_the_window_is_nearly_full_and_wait_while_it_is_not(amqp_url: str, prefix: str) -> None:
+    """A partition's batcher waits long for company (its channel sees a share of the deliveries), but never while
+    the window is nearly full: then an ack that waited would keep RabbitMQ's next delivery waiting."""
+    # Given a batcher that would wait 10 s, hurrying while 6 deliveries are outstanding, and 6 outstanding
+    batcher = AckBatcher(max_delay=10.0, hurry_at=6)
+    async with _consumed(amqp_url, f"{prefix}.hurry", 6, batcher) as (queue, delivered):
+        # When the first is acked, the window full: it goes at once
+        started = time.monotonic()
+        await batcher.ack(delivered[0])
+        while batcher._acked and time.monotonic() - started < 2:
+            await asyncio.sleep(0.005)
+        assert not batcher._acked and time.monotonic() - started < 2
+        # And the next, with 5 outstanding, waits for company
+        await batcher.ack(delivered[1])
+        await asyncio.sleep(0.1)
+        assert len(batcher._acked) == 1
+        await asyncio.sleep(SETTLE_PAUSE + 0.05)  # let the quorum queue apply the first ack before the close
+    # (1..5 were never sent: the close returned them to the queue)
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 5  # only the hurried one was acked
+    finally:
+        await check.close()
+
+
+@pytest.mark.parametrize(("prefetch", "hurry_at"), [(1, 1), (2, 2), (4, 3), (16, 12), (128, 96)])
+def test_a_partition_batcher_waits_longer_and_hurries_at_three_quarters_of_its_window(
+    prefetch: int, hurry_at: int
+) -> None:
+    batcher = AckBatcher.for_window(prefetch)
+    assert batcher.max_delay == WINDOW_ACK_DELAY > AckBatcher().max_delay
+    assert batcher.straggler_after == 2 * WINDOW_ACK_DELAY  # a straggler outlives the batch it missed
+    assert batcher.hurry_at == hurry_at
+    assert batcher.flush_at == 0
 
 
 @pytest.mark.timeout(20)

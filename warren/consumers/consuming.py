@@ -115,10 +115,13 @@ class EndpointConsumers:
             self._lanes.pop(name, None)
             await close_channel(stale)
         channel = await self._connection.channel()
-        lanes = PartitionLanes(self._on_message, lambda: self._returned(name, lanes), unstarted=self._unstarted)
+        prefetch = self.endpoint.partition_prefetch
+        lanes = PartitionLanes(
+            self._on_message, lambda: self._returned(name, lanes), unstarted=self._unstarted, prefetch=prefetch
+        )
         self._partition_channels[name], self._lanes[name] = channel, lanes  # before the consume: its deliveries
         try:
-            self._queues[name] = await consume_on(channel, name, self.endpoint.partition_prefetch, lanes.dispatch, tag)
+            self._queues[name] = await consume_on(channel, name, prefetch, lanes.dispatch, tag)
         except BaseException:  # the channel is closed already (never left open beside the next try's)
             if self._partition_channels.get(name) is channel:
                 self._lanes.pop(name, None)

@@ -73,6 +73,7 @@ class PartitionLanes:
         key: Callable[[AbstractIncomingMessage], str] = lane_key,
         apart: Apart | None = None,
         unstarted: Unstarted | None = None,
+        prefetch: int | None = None,
     ) -> None:
         self._handle = handle
         # Told of each delivery returned with the channel that no lane ever started (behind its key's head, or
@@ -88,7 +89,9 @@ class PartitionLanes:
         self._returning = asyncio.Event()
         self.returned = asyncio.Event()  # set once on_returned has run (the channel is closed)
         self._finishing: asyncio.Task[None] | None = None
-        self.acks = AckBatcher()  # this channel's acks, batched (flushed before the channel closes)
+        # This channel's acks, batched (flushed before the channel closes); knowing its window (``prefetch``), they
+        # wait longer for company (``AckBatcher.for_window``: a partition sees only its share of the deliveries).
+        self.acks = AckBatcher() if prefetch is None else AckBatcher.for_window(prefetch)
         self._detached: set[asyncio.Task[None]] = set()  # handlings finished apart from their key's lane (detach)
 
     @property

@@ -5,9 +5,13 @@ multiple ack covers every outstanding tag up to its own. So the batcher acks onl
 arrived tags that are all settled (acked, or settled another way such as a nack). A finished delivery stuck
 behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
 never holds the prefetch window hostage. With ``flush_at`` set, a batch goes as soon as that many acks wait,
-without waiting out ``max_delay``: a long window then bounds the time acks wait, ``flush_at`` how many.
+without waiting out ``max_delay``: a long window then bounds the time acks wait, ``flush_at`` how many. With
+``hurry_at`` set, acks go at once while that many deliveries are outstanding on the channel (acked here or not),
+stragglers too: the prefetch window is nearly full, and an ack that waited would keep RabbitMQ's next delivery
+waiting.
 
 One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
+A partition's batcher waits longer (``for_window``): its channel sees only its share of the endpoint's deliveries.
 """
 
 from __future__ import annotations
@@ -23,7 +27,18 @@ from aiormq.exceptions import ChannelInvalidStateError
 
 from warren.broker.amqp.channels import SETTLE_PAUSE
 
-__all__ = ["AckBatcher"]
+__all__ = ["WINDOW_ACK_DELAY", "AckBatcher"]
+
+# How long a partition channel's acks wait for company (``AckBatcher.for_window``). An ordered endpoint's
+# deliveries are spread over its partitions, a channel each, so each channel sees 1/N of them: with the work
+# queue's 2 ms, 32 partitions at 2,000 deliveries/s sent an ack frame for every 4 deliveries where the work queue
+# sent one for every 18 (bench/ordered_probe.py), and each frame is a command through the quorum queue's Raft
+# log, which made the broker's CPU per delivery ~45% higher (bench/README.md, issue 38). Waiting costs no
+# delivery any time (the POST is done) while the window has room: the acks hurry once three quarters of it is
+# outstanding (``hurry_at``), so that a full window never waits for them, and a busy partition's batches are
+# sized by its window rather than by this delay. 50 ms still left a slow run's 32 partitions (a few deliveries a
+# second each on a loaded machine) near one frame per delivery.
+WINDOW_ACK_DELAY = 0.25
 
 
 def _channel_of(message: AbstractIncomingMessage) -> Any:
@@ -37,21 +52,38 @@ def _channel_of(message: AbstractIncomingMessage) -> Any:
 class AckBatcher:
     """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds.
 
-    ``flush_at``: send at once when this many acks wait (0: only ``max_delay`` decides).
+    ``flush_at``: send at once when this many acks wait (0: only ``max_delay`` decides). ``hurry_at``: send at
+    once while this many deliveries are outstanding on the channel (0: never).
     """
 
-    def __init__(self, max_delay: float = 0.002, straggler_after: float = 0.05, flush_at: int = 0) -> None:
+    def __init__(
+        self, max_delay: float = 0.002, straggler_after: float = 0.05, flush_at: int = 0, hurry_at: int = 0
+    ) -> None:
         self.max_delay = max_delay
         self.straggler_after = straggler_after
         self.flush_at = flush_at
+        self.hurry_at = hurry_at
         self._channel: Any = None  # the aiormq channel the tags belong to; a reopened channel starts afresh
         self._order: deque[int] = deque()
         self._acked: dict[int, float] = {}  # tag -> when it was acked (not yet sent)
         self._settled: set[int] = set()  # settled otherwise (nacked) or already acked on their own
         self._timer: asyncio.TimerHandle | None = None
         self._flushing: asyncio.Task[None] | None = None
+        self._again = False  # hurried during a send: send again as it ends
         self._last_sent = -SETTLE_PAUSE  # monotonic time of the last ack sent on the channel
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # settled_before: (tag, woken once all before)
+
+    @classmethod
+    def for_window(cls, prefetch: int) -> AckBatcher:
+        """A partition channel's batcher, whose window is ``prefetch``: acks wait up to ``WINDOW_ACK_DELAY``, and
+        go at once while three quarters of the window is outstanding. A straggler waits twice the delay for its
+        head before it goes alone: with as long as the delay, every ack behind a delivery still in flight when the
+        batch went was a straggler already (a third of a slow run's acks went alone, bench/ordered_probe.py)."""
+        return cls(
+            max_delay=WINDOW_ACK_DELAY,
+            straggler_after=2 * WINDOW_ACK_DELAY,
+            hurry_at=max(1, prefetch - prefetch // 4),
+        )
 
     def track(self, message: AbstractIncomingMessage) -> None:
         """Record an arrival, in delivery order."""
@@ -74,6 +106,9 @@ class AckBatcher:
             return
         self._acked[tag] = time.monotonic()
         self._wake()
+        if self.hurry_at and len(self._order) >= self.hurry_at:
+            self._hurry()
+            return
         if self.flush_at and len(self._acked) >= self.flush_at and self._timer is not None:
             self._timer.cancel()
             self._fire()
@@ -160,6 +195,16 @@ class AckBatcher:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(self.max_delay, self._fire)
 
+    def _hurry(self) -> None:
+        """Send now, or right after the send under way (whose prefix may not have held this ack yet)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._flushing is None or self._flushing.done():
+            self._fire()
+        else:
+            self._again = True
+
     def _fire(self) -> None:
         self._timer = None
         if self._flushing is None or self._flushing.done():
@@ -179,7 +224,9 @@ class AckBatcher:
             self._settled.discard(tag)
         singles: list[int] = []
         if self._acked:
-            cutoff = time.monotonic() - self.straggler_after
+            # Hurrying, every settled delivery goes (the window is nearly full): the stragglers too, alone.
+            hurry = self.hurry_at and len(self._order) >= self.hurry_at
+            cutoff = time.monotonic() - (0.0 if hurry else self.straggler_after)
             # _acked is in the order of acking, so the stragglers are its head: stop at the first one that is
             # not (scanning every waiting ack each flush cost the worker a few percent under a slow receiver).
             for tag, at in self._acked.items():
@@ -199,3 +246,6 @@ class AckBatcher:
                 await channel.basic_ack(tag)
         if highest is not None or singles:
             self._last_sent = time.monotonic()
+        if self._again:
+            self._again = False
+            asyncio.get_running_loop().call_soon(self._fire)

@@ -1,0 +1,202 @@
+"""What an ordered endpoint's worker does per delivery, beside an unordered one's (issue 38, part 4): ack frames,
+in flight, window use, and how the keys spread over the partitions.
+
+    .venv/bin/python bench/ordered_probe.py [--runs 1] [--workloads slow] [--partitions 32,4] [--scale 0.5]
+
+Runs each workload to the unordered endpoint and to the ordered one (each partition count), as bench/ordered.py
+does, with the worker started through this file (``--launch``), which counts, without changing what it runs:
+
+- ``basic.ack`` frames the worker sent (``multiple`` and single) and deliveries per frame;
+- every 20 ms while deliveries are held: requests in flight (the unordered runner's deliveries; for the ordered
+  one, the key lanes running), messages held unacked in each partition's window, and of those the acks waiting
+  in its batcher;
+- deliveries and distinct keys per partition (the consistent-hash exchange's spread of the bench's 1,000 keys);
+- channels opened and each consume's prefetch (``basic.qos``).
+
+The worker writes them as JSON into the file named after ``--launch`` when it stops; this prints one row per
+run. Rates here are not for quoting (the probe samples the loop): bench/ordered.py measures the rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import weakref
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SAMPLE_EVERY = 0.02
+
+
+def launch(out: str, args: list[str]) -> None:
+    """Patch the counters in (module docstring), run ``warren *args``, and write the counts into ``out``."""
+    import atexit
+
+    import aiormq.channel
+
+    from warren.consumers import consuming, key_lanes
+
+    stats: dict[str, Any] = {"ack_multiple": 0, "ack_single": 0, "channels": 0, "qos": Counter(), "samples": []}
+    partitions: weakref.WeakSet[Any] = weakref.WeakSet()
+    runners: weakref.WeakSet[Any] = weakref.WeakSet()
+    delivered: dict[int, int] = {}  # id(lanes) -> deliveries
+    keys: dict[int, set[str]] = {}
+
+    basic_ack = aiormq.channel.Channel.basic_ack
+    basic_qos = aiormq.channel.Channel.basic_qos
+    channel_open = aiormq.channel.Channel.open
+
+    async def counted_ack(self: Any, delivery_tag: int, multiple: bool = False, wait: bool = True) -> None:
+        stats["ack_multiple" if multiple else "ack_single"] += 1
+        await basic_ack(self, delivery_tag, multiple=multiple, wait=wait)
+
+    async def counted_qos(self: Any, **kwargs: Any) -> Any:
+        stats["qos"][str(kwargs.get("prefetch_count"))] += 1
+        return await basic_qos(self, **kwargs)
+
+    async def counted_open(self: Any, *args: Any, **kwargs: Any) -> Any:
+        stats["channels"] += 1
+        return await channel_open(self, *args, **kwargs)
+
+    aiormq.channel.Channel.basic_ack = counted_ack  # type: ignore[method-assign]
+    aiormq.channel.Channel.basic_qos = counted_qos  # type: ignore[method-assign]
+    aiormq.channel.Channel.open = counted_open  # type: ignore[method-assign]
+
+    lanes_init = key_lanes.PartitionLanes.__init__
+    dispatch = key_lanes.PartitionLanes.dispatch
+    consumers_init = consuming.EndpointConsumers.__init__
+
+    def lanes_registered(self: Any, *args: Any, **kwargs: Any) -> None:
+        lanes_init(self, *args, **kwargs)
+        partitions.add(self)
+        if delay := os.environ.get("WARREN_PROBE_ACK_DELAY"):  # a sweep: the partition batchers' window, seconds
+            self.acks.max_delay = float(delay)
+        if flush_at := os.environ.get("WARREN_PROBE_FLUSH_AT"):
+            self.acks.flush_at = int(flush_at)
+
+    async def dispatch_counted(self: Any, message: Any) -> None:
+        delivered[id(self)] = delivered.get(id(self), 0) + 1
+        keys.setdefault(id(self), set()).add(key_lanes.lane_key(message))
+        await dispatch(self, message)
+
+    def consumers_registered(self: Any, *args: Any, **kwargs: Any) -> None:
+        consumers_init(self, *args, **kwargs)
+        runners.add(self)
+
+    key_lanes.PartitionLanes.__init__ = lanes_registered  # type: ignore[method-assign]
+    key_lanes.PartitionLanes.dispatch = dispatch_counted  # type: ignore[method-assign]
+    consuming.EndpointConsumers.__init__ = consumers_registered  # type: ignore[method-assign]
+
+    async def sample() -> None:
+        while True:
+            await asyncio.sleep(SAMPLE_EVERY)
+            held = [lanes.held for lanes in partitions]
+            unordered = sum(r.in_flight for r in runners if not r.ordered)
+            if sum(held) + unordered == 0:
+                continue
+            stats["samples"].append(
+                {
+                    "in_flight": unordered + sum(lanes._running for lanes in partitions),
+                    "held": held,
+                    "acks_waiting": sum(len(lanes.acks._acked) for lanes in partitions),
+                }
+            )
+
+    from warren import loop as warren_loop
+
+    factory = warren_loop.loop_factory() or asyncio.new_event_loop
+    samplers: list[asyncio.Task[None]] = []
+
+    def sampled() -> asyncio.AbstractEventLoop:
+        created = factory()
+        samplers.append(created.create_task(sample()))
+        return created
+
+    warren_loop.loop_factory = lambda: sampled
+
+    def write() -> None:
+        stats["per_partition"] = sorted(delivered.values())
+        stats["keys_per_partition"] = sorted(len(k) for k in keys.values())
+        Path(out).write_text(json.dumps(stats))
+
+    atexit.register(write)
+    sys.argv = ["warren", *args]
+    from warren.cli import main as warren
+
+    warren()
+
+
+def summary(stats: dict[str, Any], delivered: float) -> dict[str, float]:
+    samples = stats["samples"]
+    frames = stats["ack_multiple"] + stats["ack_single"]
+    per_partition = stats["per_partition"] or [0]
+    held = [h for s in samples for h in s["held"]]
+    return {
+        "ack_frames_per_1k": frames / max(1e-9, delivered / 1000),
+        "single_share": stats["ack_single"] / max(1, frames),
+        "deliveries_per_frame": delivered / max(1, frames),
+        "in_flight": statistics.mean(s["in_flight"] for s in samples) if samples else 0.0,
+        "held_per_partition": statistics.mean(held) if held else 0.0,
+        "acks_waiting": statistics.mean(s["acks_waiting"] for s in samples) if samples else 0.0,
+        "share_max": max(per_partition) / max(1, sum(per_partition)),
+        "share_min": min(per_partition) / max(1, sum(per_partition)),
+        "keys_min": min(stats["keys_per_partition"] or [0]),
+        "keys_max": max(stats["keys_per_partition"] or [0]),
+        "channels": stats["channels"],
+        "qos": ",".join(f"{k}x{v}" for k, v in sorted(stats["qos"].items())),
+    }
+
+
+async def main(runs: int, chosen: list[str], scale: float, partitions: list[int]) -> None:
+    from bench.run import PY, WORKLOADS, System, one_run, receiving
+
+    workdir = Path(tempfile.mkdtemp(prefix="warren-bench-probe-"))
+    print(
+        "| workload | endpoint | deliveries/s | ack frames per 1k (single share) | deliveries per ack frame "
+        "| in flight (mean) | held per partition window (mean) | acks waiting (mean) "
+        "| partition share min-max | keys per partition | channels | qos (prefetch x channels) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    async with receiving(workdir):
+        for name in chosen:
+            unordered = replace(WORKLOADS[name], count=max(100, round(WORKLOADS[name].count * scale)))
+            variants = {"unordered": unordered} | {
+                f"ordered, {n} partitions": replace(unordered, ordered=True, partitions=n) for n in partitions
+            }
+            for _ in range(runs):
+                for label, workload in variants.items():
+                    out = workdir / f"{name}-{label.replace(' ', '').replace(',', '-')}.json"
+                    system = System(1, "uvloop", launcher=(PY, __file__, "--launch", str(out)), variant="probe")
+                    row = await one_run(workload, system, workdir)
+                    s = summary(json.loads(out.read_text()), workload.count)
+                    print(
+                        f"| {name} | {label} | {row['deliveries_per_s']:,.0f} | {s['ack_frames_per_1k']:,.0f} "
+                        f"({s['single_share']:.0%}) | {s['deliveries_per_frame']:.2f} | {s['in_flight']:.1f} "
+                        f"| {s['held_per_partition']:.1f} | {s['acks_waiting']:.1f} "
+                        f"| {s['share_min']:.1%}-{s['share_max']:.1%} | {s['keys_min']}-{s['keys_max']} "
+                        f"| {s['channels']} | {s['qos']} |",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--launch"]:
+        launch(sys.argv[2], sys.argv[3:])
+    else:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--runs", type=int, default=1)
+        parser.add_argument("--workloads", default="slow")
+        parser.add_argument("--scale", type=float, default=0.5)
+        parser.add_argument("--partitions", default="32,4")
+        a = parser.parse_args()
+        asyncio.run(main(a.runs, a.workloads.split(","), a.scale, [int(n) for n in a.partitions.split(",")]))
