@@ -1,8 +1,9 @@
 """The worker's own per-delivery pieces that issue 38's second pass changed, in CPU µs, in this process (no broker,
 no HTTP): reading the envelope, deciding a delivered attempt as the runner does, the answer's result, the
-endpoint's standing, and the attempt's and the settlement's metrics. ``--source DIR`` measures another checkout's
-``warren/`` (main, exported with ``git archive``); ``--compare DIR`` runs this one and DIR's alternately, ``--rounds``
-times each, in fresh processes, and prints the medians side by side.
+endpoint's standing, and the attempt's and the settlement's metrics; and beside them (issue 38's third pass) a
+whole delivery through the runner without the broker or the network (bench/delivery_path.py). ``--source DIR``
+measures another checkout's ``warren/`` (main, exported with ``git archive``); ``--compare DIR`` runs this one and
+DIR's alternately, ``--rounds`` times each, in fresh processes, and prints the medians side by side.
 
     .venv/bin/python bench/per_delivery_micro.py --compare /tmp/warren-main --rounds 5
 """
@@ -10,6 +11,7 @@ times each, in fresh processes, and prints the medians side by side.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import subprocess
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
+WHOLE = "a whole delivery, no I/O (bench/delivery_path.py)"  # not one of the pieces: beside their total
 
 
 def measure(number: int, repeat: int) -> dict[str, float]:
@@ -53,10 +56,15 @@ def measure(number: int, repeat: int) -> dict[str, float]:
         "standing": lambda: standing(view, 0.0),
         "metrics: observe + settle": lambda: (metrics.observe(record), metrics.settle("shop", "acked")),
     }
-    return {
+    figures = {
         name: min(timeit.repeat(call, number=number, repeat=repeat, timer=time.process_time)) / number * 1e6
         for name, call in pieces.items()
     }
+    sys.path.insert(1, str(HERE))  # bench/, after the measured warren/
+    from bench.delivery_path import run
+
+    figures[WHOLE] = asyncio.run(run(max(number // 4, 1000), repeat))
+    return figures
 
 
 def compare(other: str, rounds: int, number: int) -> None:
@@ -72,8 +80,8 @@ def compare(other: str, rounds: int, number: int) -> None:
     for name in names:
         medians = [statistics.median(r[name] for r in runs[side]) for side in sides]
         print(f"| {name} | {' | '.join(f'{m:.2f}' for m in medians)} | {medians[0] / medians[1]:.2f} |")
-    totals = [sum(statistics.median(r[n] for r in runs[side]) for n in names) for side in sides]
-    print(f"| all of them | {' | '.join(f'{t:.2f}' for t in totals)} | {totals[0] / totals[1]:.2f} |")
+    totals = [sum(statistics.median(r[n] for r in runs[side]) for n in names if n != WHOLE) for side in sides]
+    print(f"| the pieces above | {' | '.join(f'{t:.2f}' for t in totals)} | {totals[0] / totals[1]:.2f} |")
 
 
 if __name__ == "__main__":

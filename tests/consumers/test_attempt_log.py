@@ -8,11 +8,13 @@ import logging
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 
 import orjson
 import pytest
 
+from warren.consumers import attempt_log
 from warren.consumers.attempt_log import BATCH_LINES, JsonFormatter, LineHandler, configure_logging, log_attempt
 
 
@@ -158,15 +160,29 @@ def test_a_line_written_directly_is_the_line_a_record_gives(fmt: str) -> None:
         assert second["level"] == "warning" and first["level"] == "info"
 
 
-async def test_lines_of_one_turn_of_the_loop_are_written_together_at_its_end(configured: io.StringIO) -> None:
+async def written(stream: io.StringIO, lines: int) -> None:
+    """Wait until ``lines`` lines are in ``stream`` (LINE_DELAY after the first), 10 s at most."""
+    deadline = time.monotonic() + 10
+    while len(stream.getvalue().splitlines()) < lines and time.monotonic() < deadline:
+        await asyncio.sleep(0.002)
+
+
+async def test_lines_of_several_turns_of_the_loop_are_written_together_shortly(
+    configured: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given Warren's handler alone, with a delay no loaded machine's turns add up to
     warrens_alone()
+    monkeypatch.setattr(attempt_log, "LINE_DELAY", 0.5)
     writes: list[str] = []
     real = configured.write
     configured.write = lambda text: writes.append(text) or real(text)  # type: ignore[method-assign]
+    # When three lines are logged, each in a turn of its own
     for n in range(3):
         log_attempt(**{**ATTEMPTS[0], "event_id": f"msg_{n}"})  # type: ignore[arg-type]
-    assert configured.getvalue() == ""  # waiting for the end of this turn
-    await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    assert configured.getvalue() == ""  # waiting for the others of the next LINE_DELAY
+    # Then they are written together, in one call, in order
+    await written(configured, 3)
     assert [orjson.loads(x)["event_id"] for x in configured.getvalue().splitlines()] == ["msg_0", "msg_1", "msg_2"]
     assert len(writes) == 1
 
@@ -176,7 +192,7 @@ async def test_another_record_is_written_after_the_lines_before_it(configured: i
     log_attempt(**ATTEMPTS[0])  # type: ignore[arg-type]
     logging.getLogger("warren.worker").warning("something else")
     log_attempt(**ATTEMPTS[1])  # type: ignore[arg-type]
-    await asyncio.sleep(0)
+    await written(configured, 3)
     lines = [orjson.loads(x) for x in configured.getvalue().splitlines()]
     assert [x.get("event_id", x["msg"]) for x in lines] == ["msg_1", "something else", "msg_2"]
 
@@ -258,7 +274,7 @@ def test_a_loop_stopped_in_the_middle_of_its_turn_holds_no_later_loops_lines_bac
 
     async def log_in_a_new_loop() -> None:
         log_attempt(**ATTEMPTS[1])  # type: ignore[arg-type]
-        await asyncio.sleep(0)
+        await written(configured, 2)
 
     asyncio.run(log_in_a_new_loop())
     assert [orjson.loads(x)["event_id"] for x in configured.getvalue().splitlines()] == ["msg_1", "msg_2"]

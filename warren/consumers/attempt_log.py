@@ -5,9 +5,10 @@ Warren's own (another handler, a filter, a formatter of the application's, a log
 logger's level, its handlers and its filters decide, as for any other record. Under Warren's own configuration
 (``configure_logging``: one ``LineHandler`` on the root logger, with Warren's formatter, and nothing else on the
 way), the line is formatted directly from the attempt's fields, to the same text a record would give, without a
-``LogRecord``, and waits in the handler with the other lines of the same turn of the event loop, written in one
-call at its end. A line never waits longer: it is written before any other record the handler emits (so the
-order holds), on ``flush`` and ``close`` (``logging.shutdown``, at exit), and at 256 lines.
+``LogRecord``, and waits in the handler with the other lines of the next few milliseconds (``LINE_DELAY``), written
+in one call: one write for the lines of many turns of the event loop, where a write each turn cost the worker a
+system call every few deliveries. A line never waits longer: it is written before any other record the handler
+emits (so the order holds), on ``flush`` and ``close`` (``logging.shutdown``, at exit), and at 256 lines.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import orjson
 
 __all__ = ["JsonFormatter", "LineHandler", "TextFormatter", "configure_logging", "log_attempt"]
 
-attempt_logger = logging.getLogger("warren.delivery")
+_ATTEMPT_LOGGER = "warren.delivery"
+attempt_logger = logging.getLogger(_ATTEMPT_LOGGER)
 
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -62,6 +64,12 @@ class JsonFormatter(logging.Formatter):
         data.update(fields)
         return orjson.dumps(data, default=str).decode()
 
+    def attempt_line(self, created: float, level: int, attempt: dict[str, Any]) -> str:
+        """``line`` of an attempt whose dict holds the line's keys in order, ``ts`` and ``level`` to be set here."""
+        attempt["ts"] = self._ts(created, (created - int(created)) * 1000)
+        attempt["level"] = _LEVEL_NAMES[level]
+        return orjson.dumps(attempt, default=str).decode()
+
 
 class TextFormatter(logging.Formatter):
     """Human-readable: the message followed by its extra fields as key=value."""
@@ -82,19 +90,21 @@ class TextFormatter(logging.Formatter):
 
 
 _LEVEL_NAMES = {logging.INFO: "info", logging.WARNING: "warning"}
+_HEAD = ("ts", "level", "logger", "msg")  # a JSON line's first keys, before the record's extra fields
 BATCH_LINES = 256  # written at once at the latest
+LINE_DELAY = 0.005  # seconds a line may wait for others to be written with
 
 
 class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Warren's handler: a ``StreamHandler`` that also takes lines formatted already (``add``), written together
-    at the end of the event loop's turn, before any record it emits, on ``flush`` and ``close``, or at
+    ``LINE_DELAY`` after the first of them, before any record it emits, on ``flush`` and ``close``, or at
     ``BATCH_LINES``."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__(stream)
         self._lines: list[str] = []
-        # The loop whose turn ends with writing them: another loop's (one that stopped mid-turn and never ran the
-        # write) does not count, or this loop's lines would wait for the next record.
+        # The loop that writes them shortly: another loop's (one that stopped before it ran the write) does not
+        # count, or this loop's lines would wait for the next record.
         self._scheduled: asyncio.AbstractEventLoop | None = None
 
     def add(self, line: str) -> None:
@@ -109,7 +119,7 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
                 self._write_lines()
                 return
             if self._scheduled is not loop:
-                loop.call_soon(self.write_lines)
+                loop.call_later(LINE_DELAY, self.write_lines)
                 self._scheduled = loop
 
     def write_lines(self) -> None:
@@ -197,7 +207,12 @@ def log_attempt(
     level = logging.INFO if outcome == "delivered" else logging.WARNING
     if not attempt_logger.isEnabledFor(level):
         return
-    fields: dict[str, Any] = {
+    # Laid out as JsonFormatter.line lays a record out, ``ts`` and ``level`` set there: one dict a line.
+    line: dict[str, Any] = {
+        "ts": None,
+        "level": None,
+        "logger": _ATTEMPT_LOGGER,
+        "msg": "attempt",
         "event_id": event_id,
         "endpoint": endpoint,
         "attempt": attempt,
@@ -206,12 +221,17 @@ def log_attempt(
         "outcome": outcome,
     }
     if error:
-        fields["error"] = error
+        line["error"] = error
     if next_delay is not None:
-        fields["next_delay_s"] = round(next_delay, 3)
+        line["next_delay_s"] = round(next_delay, 3)
     handler = _direct(level)
-    if handler is None:
-        attempt_logger.log(level, "attempt", extra=fields)
+    if handler is not None and type(handler.formatter) is JsonFormatter:
+        handler.add(handler.formatter.attempt_line(time.time(), level, line))
         return
-    formatter: JsonFormatter | TextFormatter = handler.formatter  # type: ignore[assignment]  # _direct checked
-    handler.add(formatter.line(time.time(), level, attempt_logger.name, "attempt", fields))
+    for key in _HEAD:  # the record's own fields: the rest are its extra ones
+        del line[key]
+    if handler is None:
+        attempt_logger.log(level, "attempt", extra=line)
+        return
+    formatter: TextFormatter = handler.formatter  # type: ignore[assignment]  # _direct checked
+    handler.add(formatter.line(time.time(), level, _ATTEMPT_LOGGER, "attempt", line))

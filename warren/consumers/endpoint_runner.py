@@ -32,6 +32,7 @@ from warren.consumers.admission import refused
 from warren.consumers.attempting import Attempter
 from warren.consumers.consuming import EndpointConsumers
 from warren.consumers.decision import (
+    ACK,
     Context,
     Decision,
     Disable,
@@ -202,6 +203,9 @@ class EndpointRunner(EndpointConsumers):
         attempt = delivery.attempts_made + 1
         decision = decide(result, partial(self._context, result, attempt, delivery, attempt_ms, message))
         self.attempter.report(delivery, attempt, result, decision, attempt_ms)
+        if decision is ACK:  # delivered: straight to the batched ack (what carry_out would do)
+            await self.settler.ack(message)
+            return
         await self._settle(message, delivery, decision, result, attempt_ms)
 
     async def _deliver_in_place(self, message: AbstractIncomingMessage, delivery: Delivery) -> None:

@@ -37,15 +37,16 @@ class HistogramCells:
         self.child = child
         bounds, buckets, total = (getattr(child, name, None) for name in ("_upper_bounds", "_buckets", "_sum"))
         usable = isinstance(bounds, list) and isinstance(buckets, list) and len(bounds) == len(buckets) > 0
+        usable = usable and all(callable(getattr(b, "inc", None)) for b in buckets)  # type: ignore[union-attr]
         self._bounds: list[float] = bounds if usable else []  # type: ignore[assignment]
-        self._buckets: list[Any] = buckets if usable else []  # type: ignore[assignment]
-        self._sum = total if usable and callable(getattr(total, "inc", None)) else None
+        # Each bucket's inc, bound once; the last bound is +Inf, so every value but NaN has a bucket.
+        self._incs: list[Callable[[float], None]] = [b.inc for b in buckets] if usable else []  # type: ignore[union-attr]
+        usable = usable and self._bounds[-1] == float("inf")
+        self._sum = total.inc if usable and callable(getattr(total, "inc", None)) else None  # type: ignore[union-attr]
 
     def observe(self, value: float) -> None:
         if self._sum is None or value != value:  # no cells, or NaN (which the library puts in no bucket)
             self.child.observe(value)
             return
-        index = bisect_left(self._bounds, value)
-        self._sum.inc(value)
-        if index < len(self._buckets):
-            self._buckets[index].inc(1)
+        self._sum(value)
+        self._incs[bisect_left(self._bounds, value)](1)

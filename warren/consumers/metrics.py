@@ -89,6 +89,27 @@ class _AttemptLog(Collector):
         )
 
 
+class _AttemptCells:
+    """The value cells one endpoint's attempts move: one look-up an attempt, not one a cell. A series still appears
+    when it first moves: the age's, the in-place retries' and each outcome's cells are made on first use."""
+
+    __slots__ = ("age", "attempts", "in_place", "last_age", "number", "request")
+
+    def __init__(self, number: HistogramCells, request: HistogramCells, last_age: Callable[[float], None]) -> None:
+        self.number, self.request, self.last_age = number, request, last_age
+        self.attempts: dict[str, Callable[[float], None]] = {}  # outcome -> its counter's cell
+        self.age: HistogramCells | None = None
+        self.in_place: Callable[[float], None] | None = None
+
+    def aged(self, cells: HistogramCells) -> HistogramCells:
+        self.age = cells
+        return cells
+
+    def placed(self, cell: Callable[[float], None]) -> Callable[[float], None]:
+        self.in_place = cell
+        return cell
+
+
 class WorkerMetrics:
     """Every metric of one worker. ``install(hooks)`` connects it; ``registry`` is what ``/metrics`` serves."""
 
@@ -96,6 +117,8 @@ class WorkerMetrics:
         self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # (metric, labels) -> child: see _child
         self._cells: dict[tuple[str, str, str], Any] = {}  # (kind, endpoint, label) -> value cell: see _cell
+        self._by_endpoint: dict[str, _AttemptCells] = {}  # the cells of each endpoint's attempts, found at once
+        self._settled: dict[str, dict[str, Callable[[float], None]]] = {}  # endpoint -> how -> its counter's cell
         r = self.registry
         self.attempts = Counter(
             "warren_delivery_attempts",
@@ -215,19 +238,28 @@ class WorkerMetrics:
             cell = self._cells[key] = make(self._child(metric, *labels))
         return cell
 
+    def _attempt_cells(self, endpoint: str) -> _AttemptCells:
+        cells = self._by_endpoint[endpoint] = _AttemptCells(
+            self._cell("number", endpoint), self._cell("request", endpoint), self._cell("last-age", endpoint)
+        )
+        return cells
+
     def observe(self, record: AttemptRecord) -> None:
-        cells, endpoint, outcome = self._cells, record.endpoint, record.outcome
-        (cells.get(("attempts", endpoint, outcome)) or self._cell("attempts", endpoint, outcome))(1)
-        (cells.get(("number", endpoint, "")) or self._cell("number", endpoint)).observe(record.attempt)
-        (cells.get(("request", endpoint, "")) or self._cell("request", endpoint)).observe(record.duration)
-        (cells.get(("last-age", endpoint, "")) or self._cell("last-age", endpoint))(record.age)
+        endpoint, outcome = record.endpoint, record.outcome
+        cells = self._by_endpoint.get(endpoint) or self._attempt_cells(endpoint)
+        attempts = cells.attempts
+        (attempts.get(outcome) or attempts.setdefault(outcome, self._cell("attempts", endpoint, outcome)))(1)
+        cells.number.observe(record.attempt)
+        cells.request.observe(record.duration)
+        cells.last_age(record.age)
         if outcome == "delivered":
-            (cells.get(("age", endpoint, "")) or self._cell("age", endpoint)).observe(record.age)
+            (cells.age or cells.aged(self._cell("age", endpoint))).observe(record.age)
         elif outcome == "retry-in-place":
-            (cells.get(("retries", endpoint, "in-place")) or self._cell("retries", endpoint, "in-place"))(1)
+            (cells.in_place or cells.placed(self._cell("retries", endpoint, "in-place")))(1)
 
     def settle(self, endpoint: str, how: Settlement) -> None:
-        (self._cells.get(("settlements", endpoint, how)) or self._cell("settlements", endpoint, how))(1)
+        cells = self._settled.get(endpoint) or self._settled.setdefault(endpoint, {})
+        (cells.get(how) or cells.setdefault(how, self._cell("settlements", endpoint, how)))(1)
         child = self._child
         # A move is settled only after RabbitMQ confirmed the copy: each one is a confirm received.
         if how == "retry-scheduled":

@@ -10,6 +10,7 @@ import hmac
 import os
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
+from typing import Any
 
 from pydantic import SecretStr
 
@@ -69,7 +70,7 @@ class WebhookSecret:
     """
 
     __slots__ = ("_key", "_keyed", "expires_at")
-    _keyed: hmac.HMAC  # the key's HMAC-SHA256, keyed on the first signature and copied for each
+    _keyed: Any  # the key's HMAC-SHA256 (OpenSSL's, or hmac.HMAC), keyed on the first signature and copied for each
 
     def __init__(self, text: str, expires_at: float | None = None) -> None:
         if not text.startswith(PREFIX):
@@ -94,11 +95,15 @@ class WebhookSecret:
         try:
             keyed = self._keyed
         except AttributeError:
-            keyed = self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
+            made = hmac.new(self._key, digestmod=hashlib.sha256)
+            # OpenSSL's HMAC under the standard library's wrapper, when it has one: copied, fed and read without a
+            # Python call around each step (the same object, keyed the same way; ``hmac`` falls back to its own).
+            keyed = self._keyed = getattr(made, "_hmac", None) or made
         mac = keyed.copy()
         for part in parts:
             mac.update(part)
-        return mac.digest()
+        digest: bytes = mac.digest()
+        return digest
 
     def reveal(self) -> str:
         """The ``whsec_`` text, for handing to a receiver; never log it."""

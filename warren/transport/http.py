@@ -131,7 +131,11 @@ def _answered(status: int | None, retry_statuses: frozenset[int] | tuple[int, ..
 def kept_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The answer's headers the attempt log keeps (``KEPT_HEADERS``, lowercase names), each value cut to
     ``HEADER_CHARS`` characters: what a customer debugging a failure needs besides the body."""
-    return tuple((name, headers[name][:HEADER_CHARS]) for name in KEPT_HEADERS if name in headers)
+    kept = []
+    for name in KEPT_HEADERS:
+        if (value := headers.get(name)) is not None:
+            kept.append((name, value[:HEADER_CHARS]))
+    return tuple(kept)
 
 
 def _refused(error: str, duration: float) -> SendResult:
@@ -179,7 +183,9 @@ class HttpTransport:
             extra = endpoint.headers.outgoing()
         except (UnknownProxy, SecretError) as exc:  # a live endpoint ahead of this file, an unset env:NAME: retried
             return http_result(None, f"not sent: {exc}", 0.0)
-        headers = {**extra, **webhook_headers(endpoint, delivery, int(self._clock()))}
+        headers = webhook_headers(endpoint, delivery, int(self._clock()))
+        if extra:  # the endpoint's own headers first; the signed ones win a clash
+            headers = {**extra, **headers}
         outgoing_headers(headers, delivery.trace)
         return await self.post(
             endpoint.url,
@@ -187,7 +193,7 @@ class HttpTransport:
             headers,
             timeout=endpoint.timeout,
             connect_timeout=endpoint.connect_timeout,
-            retry_statuses=frozenset(endpoint.retry_statuses),
+            retry_statuses=endpoint.retry_statuses,
             proxy=proxy,
         )
 
@@ -231,7 +237,7 @@ class HttpTransport:
         *,
         timeout: float,
         connect_timeout: float,
-        retry_statuses: frozenset[int] = frozenset(),
+        retry_statuses: frozenset[int] | tuple[int, ...] = (),
         proxy: str | None = None,
     ) -> SendResult:
         """One POST, redirects not followed, at most ``body_limit`` bytes of the answer read; through ``proxy``
