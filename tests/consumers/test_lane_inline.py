@@ -344,9 +344,11 @@ def test_events_wait_for_an_endpoint_s_inline_slot_within_its_quarter_of_the_win
 
 
 async def test_events_over_an_endpoint_s_concurrency_wait_for_its_inline_slots_instead_of_lane_copies(
-    endpoint_config: Any, receiver: Receiver, publish: Any
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a lane endpoint with 2 in flight at most, seen fast, and a router window of 128 (32 an endpoint)
+    # Given a lane endpoint with 2 in flight at most, seen fast, and a router window of 128 (32 an endpoint); a
+    # slow mark of 10 s, so that a loaded machine's 15 rounds of 2 still come within the wait it bounds
+    monkeypatch.setattr(lane_inline, "SLOW", 10.0)
     config = await endpoint_config(
         [lane_endpoint(receiver, "narrow-in", concurrency=2)], lanes={"count": LANES, "route_prefetch": 128}
     )
