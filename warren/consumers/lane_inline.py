@@ -15,8 +15,8 @@ mid-way leaves the event to another router: its inline deliveries done already a
 Isolation: an inline delivery holds the router's window (one of ``route_prefetch`` unacked events) for as long
 as it takes, and with it its route partition's batched acks, so only endpoints whose deliveries are fast get one
 (``InlinePolicy``, pure): seen answering fast (its last attempt, inline or from its lane: a new endpoint's
-first event goes through its lane, the next wait a while for its answer), not held (circuit open, paused, disabled, or not accepting), without a
-fleet-wide limit, each with at most its ``concurrency`` and a
+first event goes through its lane, the next wait a while for its answer), not held (circuit open, paused,
+disabled, or not accepting), without a fleet-wide limit, each with at most its ``concurrency`` and a
 quarter of the router's window in inline deliveries, and all of them together leaving an eighth of it free (that
 part always routes copies, which take no time); one that turns slow (over 1 s, and 4 times the recent inline
 deliveries' median: on a machine where everything is slow together nobody is) is barred for a while, longer
