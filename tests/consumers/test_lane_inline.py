@@ -39,6 +39,21 @@ def held_replies(receiver: Receiver, path_end: str) -> asyncio.Event:
     return release
 
 
+async def slow_and_fast(
+    endpoint_config: Any, receiver: Receiver, pair: tuple[str, str], concurrency: int, window: int
+) -> Any:
+    """A lane endpoint for slow.* events (``concurrency``, timeout 60 s) and one for fast.*, a router window of
+    ``window``."""
+    slow, fast = pair
+    return await endpoint_config(
+        [
+            lane_endpoint(receiver, slow, events=["slow.*"], concurrency=concurrency, timeout="60s"),
+            lane_endpoint(receiver, fast, events=["fast.*"]),
+        ],
+        lanes={"count": LANES, "route_prefetch": window},
+    )
+
+
 def prove(policy: InlinePolicy, *names: str) -> None:
     """Given endpoints already seen answering fast (an attempt through their lane): they may have inline ones."""
     for name in names:
@@ -128,13 +143,7 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
         return Reply(200)
 
     receiver.behaviour = withheld
-    config = await endpoint_config(
-        [
-            lane_endpoint(receiver, "slow-in", events=["slow.*"], concurrency=4, timeout="60s"),
-            lane_endpoint(receiver, "fast-in", events=["fast.*"]),
-        ],
-        lanes={"count": LANES, "route_prefetch": 8},
-    )
+    config = await slow_and_fast(endpoint_config, receiver, ("slow-in", "fast-in"), concurrency=4, window=8)
     slow = [Event(type="slow.x", data={"n": i}) for i in range(8)]
     fast = [Event(type="fast.x", data={"n": i}) for i in range(60)]
     async with Worker(config) as worker:
@@ -319,3 +328,92 @@ async def test_an_endpoint_not_yet_seen_answering_fast_is_served_through_its_lan
         release.set()
         await receiver.wait_for(lambda r: r.ok_ids("/hook/new-hangs") == {e.id for e in events}, 45)
     assert len(receiver.ok_ids("/hook/new-mate")) == 8
+
+
+def test_events_wait_for_an_endpoint_s_inline_slot_within_its_quarter_of_the_window_and_the_free_eighth() -> None:
+    policy = InlinePolicy(window=16)  # 4 an endpoint at most, 14 in all
+    prove(policy, "a", "b")
+    policy.began("a")
+    policy.began("a")
+    # Given "a" with 2 inline deliveries in flight (its concurrency): 2 more of its events may wait, not 3
+    assert not policy.may("a", 2, 0.0)
+    assert policy.may_wait("a", waiting=0, waiting_all=0) and policy.may_wait("a", waiting=1, waiting_all=1)
+    assert not policy.may_wait("a", waiting=2, waiting_all=2)
+    # and none at all once every endpoint's waiting and in flight fill the 14
+    assert policy.may_wait("b", waiting=0, waiting_all=11) and not policy.may_wait("b", waiting=0, waiting_all=12)
+
+
+async def test_events_over_an_endpoint_s_concurrency_wait_for_its_inline_slots_instead_of_lane_copies(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a lane endpoint with 2 in flight at most, seen fast, and a router window of 128 (32 an endpoint); a
+    # slow mark of 10 s, so that a loaded machine's 15 rounds of 2 still come within the wait it bounds
+    monkeypatch.setattr(lane_inline, "SLOW", 10.0)
+    config = await endpoint_config(
+        [lane_endpoint(receiver, "narrow-in", concurrency=2)], lanes={"count": LANES, "route_prefetch": 128}
+    )
+    events = [Event(type="order.paid", data={"n": i}) for i in range(30)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        router, inline = worker.lanes.router, worker.lanes.router.inline
+        prove(inline.policy, "narrow-in")
+        # When 30 events are published at once
+        await publish(config, events)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/narrow-in") == {e.id for e in events}, 30)
+        async with asyncio.timeout(20):
+            while router.routed < len(events):
+                await asyncio.sleep(0.02)
+        # Then every one was delivered inline, those over its 2 after a wait for a slot: no copy in its lane
+        assert inline.delivered == 30 and inline.waited >= 1 and router.copies == 0, (inline.refused, inline.waited)
+        assert not inline.refused
+    assert len(receiver.received) == 30  # each once
+
+
+async def test_events_waiting_for_a_hanging_endpoint_s_slot_go_to_its_lane_once_it_is_barred(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an inline delivery counted slow past 0.3 s, a router window of 64 (16 an endpoint), a lane endpoint
+    # seen fast (concurrency 2) whose replies are now withheld until the test releases them, and a fast one
+    monkeypatch.setattr(lane_inline, "SLOW", 0.3)
+    release = held_replies(receiver, "/hangs-wait")
+    config = await slow_and_fast(endpoint_config, receiver, ("hangs-wait", "fast-wait"), concurrency=2, window=64)
+    slow = [Event(type="slow.x", data={"n": i}) for i in range(8)]
+    fast = [Event(type="fast.x", data={"n": i}) for i in range(10)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        router, inline = worker.lanes.router, worker.lanes.router.inline
+        prove(inline.policy, "hangs-wait", "fast-wait")
+        # When its 8 events are published, then the fast one's 10
+        await publish(config, slow)
+        await publish(config, fast)
+        # Then the fast one's are all delivered while every reply of the hanging one is withheld, and its 6
+        # events over its 2 inline deliveries are routed (acked) after their wait, as copies into its lane: a
+        # causal bound (held while its deliveries hang, they would stay unacked until the release)
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/fast-wait") == {e.id for e in fast}, 45)
+        async with asyncio.timeout(20):
+            while router.routed < len(fast) + len(slow) - 2:
+                await asyncio.sleep(0.02)
+        assert not receiver.ok_ids("/hook/hangs-wait")
+        assert inline.started["hangs-wait"] == 2 and router.copies == 6
+        assert inline.policy.barred("hangs-wait", time.monotonic())
+        release.set()
+        await receiver.wait_for(lambda r: r.ok_ids("/hook/hangs-wait") == {e.id for e in slow}, 45)
+    assert len(receiver.ok_ids("/hook/hangs-wait")) == 8
+
+
+def test_the_inline_deliveries_of_a_router_consuming_several_partitions_may_hold_seven_eighths_of_their_windows() -> (
+    None
+):
+    policy = InlinePolicy(window=16)  # each partition's: 4 an endpoint at most
+    prove(policy, *(f"e{k}" for k in range(20)))
+    # Given a router consuming 4 partitions of 16: 56 of the 64 may be held, each endpoint still at most 4
+    policy.consumed(4)
+    for k in range(14):
+        for _ in range(4):
+            assert policy.may(f"e{k}", 32, 0.0)
+            policy.began(f"e{k}")
+        assert not policy.may(f"e{k}", 32, 0.0)
+    assert not policy.may("e15", 32, 0.0)  # 56 in flight: the last eighth stays free
+    # When it consumes one partition only, the one window's bounds are back
+    policy.consumed(1)
+    assert policy.total_cap == 14 and policy.cap == 4

@@ -263,7 +263,7 @@ class LaneRouter:
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
         else:
-            runner = self.inline.runner_for(endpoint.name) if self.inline is not None else None
+            runner = await self.inline.acquire(endpoint.name) if self.inline is not None else None
             if runner is not None and await self.inline.deliver(runner, message, headers):  # type: ignore[union-attr]
                 return
             lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))

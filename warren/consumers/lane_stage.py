@@ -9,6 +9,7 @@ read at start is built on its first message (``defer``, ``build``: warren/consum
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +36,8 @@ from warren.topology.planner import delay_levels
 from warren.transport.base import Transport
 
 __all__ = ["LaneStage", "open_runner"]
+
+log = logging.getLogger("warren.worker")
 
 
 class LaneStage:
@@ -84,9 +87,12 @@ class LaneStage:
         )
         self.router.elsewhere = self._served_dedicated
         if lanes.inline:  # the first attempt made by the router, without a lane copy (lane_inline.py)
-            self.router.inline = InlineDeliveries(runners, lanes.route_prefetch)
-            policy = self.router.inline.policy  # which endpoints answer fast: told of every attempt
-            hooks.observers.append(lambda record: policy.attempted(record.endpoint, record.duration))
+            claimed = self.router.partitions  # the route partitions it consumes, each with a window of its own
+            self.router.inline = InlineDeliveries(
+                runners, lanes.route_prefetch, partitions=lambda: len(claimed.assigned)
+            )
+            inline = self.router.inline  # which endpoints answer fast: told of every attempt
+            hooks.observers.append(lambda record: inline.attempted(record.endpoint, record.duration))
         self._publishing: ConfirmChannel | None = None  # the lane runners' retries, dead letters and parks
         self._opening = asyncio.Lock()
         self._health: HealthControl | None = None
@@ -199,6 +205,19 @@ class LaneStage:
 
     async def close(self, grace: float) -> None:
         await self.router.close(grace)
+        router, inline = self.router, self.router.inline
+        log.info(
+            "routing stage closed: %d events routed, %d lane copies",
+            router.routed,
+            router.copies,
+            extra={
+                "routed": router.routed,
+                "copies": router.copies,
+                "inline_delivered": inline.delivered if inline else 0,
+                "inline_handed": inline.handed if inline else 0,
+                "inline_refused": dict(inline.refused) if inline else {},
+            },
+        )
         await self.consumer.close(grace)
         await self.ordered.close(grace)
         await self.parks.close(grace)
