@@ -30,8 +30,11 @@ KEYS = 8
 PER_KEY = 30  # each key's backlog on the lane side: 30 events that fail once each, 6 s at least
 
 
-async def stream(config: WarrenConfig, start: int, published: list[Event], stop: asyncio.Event) -> None:
-    """Publish one event per key, sequence ``start`` on, every 20 ms until ``stop``: traffic during the move."""
+async def stream(
+    config: WarrenConfig, start: int, published: list[Event], stop: asyncio.Event, every: float = 0.02
+) -> None:
+    """Publish one event per key, sequence ``start`` on, every ``every`` seconds until ``stop``: traffic during the
+    move."""
     connection = await connect(config.broker.url)
     try:
         publisher = await Publisher.open(connection, config.broker.prefix)
@@ -43,7 +46,7 @@ async def stream(config: WarrenConfig, start: int, published: list[Event], stop:
             published.extend(batch)
             sequence += 1
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.02)
+                await asyncio.wait_for(stop.wait(), every)
     finally:
         await connection.close()
 

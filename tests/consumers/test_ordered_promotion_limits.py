@@ -93,7 +93,10 @@ async def test_a_worker_killed_while_the_promotion_waits_for_its_fences_loses_no
         before = await backlog(config, receiver, publish, per_key=PER_KEY)
         during: list[Event] = []
         stop = asyncio.Event()
-        streaming = asyncio.create_task(stream(config, PER_KEY, during, stop))
+        # one event per key every 0.25 s: no faster than a key that fails once per event (0.2 s in place) is
+        # delivered, so what is published while the promotion waits (longer on a loaded machine) cannot outgrow
+        # the survivor's pace (at 20 ms a 10 s promotion left 100 s of deliveries behind it)
+        streaming = asyncio.create_task(stream(config, PER_KEY, during, stop, every=0.25))
         try:
             # When it is promoted and one worker is killed (SIGKILL, by PID) while the promotion waits for its fences
             promoting = asyncio.create_task(apply_endpoint(config, ledger(receiver, "dedicated"), promoting=True))
