@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import cpu
+from bench.stale_prefixes import held_alive, sweep
 from bench.topology_teardown import teardown
 from tests.support.processes import write_config
 from warren.broker.amqp.connection import connect_once
@@ -290,6 +291,13 @@ async def one_run(
     """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS.
     ``publisher``: ``bench/publisher.py --kind`` (``bare``: plain aio-pika, bench/user_mode.py's bare loop)."""
     prefix = f"bench{uuid.uuid4().hex[:6]}"
+    async with held_alive(AMQP, prefix):  # if this process dies mid-run, the next run's sweep deletes its queues
+        return await _one_run(prefix, workload, system, workdir, rate, scale, publisher)
+
+
+async def _one_run(
+    prefix: str, workload: Workload, system: System, workdir: Path, rate: float, scale: float, publisher: str
+) -> dict[str, float]:
     config = config_for(prefix, workload)
     await apply_setup(config)
     drain = await AttemptDrain(prefix).start() if system.attempt_log else None
@@ -402,9 +410,16 @@ async def one_run(
         await teardown(config)
 
 
+async def sweep_stale() -> None:
+    """Before a sitting: delete what benchmark runs that stopped mid-way left on the node (bench/stale_prefixes.py)."""
+    for gone in await sweep(MGMT):
+        print(f"deleted the queues and exchanges of {gone}: a benchmark run stopped mid-way left them", file=sys.stderr)
+
+
 @contextlib.asynccontextmanager
 async def receiving(workdir: Path) -> AsyncIterator[None]:
     """The receiver process on PORT, once it answers (a loaded machine takes seconds to start Python); stopped after."""
+    await sweep_stale()
     receiver = await start([PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "r.log", b"")
     try:
         deadline = time.monotonic() + 30
@@ -525,6 +540,7 @@ def attempt_log_rows(name: str, results: dict[System, list[dict[str, float]]]) -
 
 async def start_receiver(workdir: Path) -> asyncio.subprocess.Process:
     """bench/receiver.py on PORT, once it answers (a loaded machine takes seconds to start Python)."""
+    await sweep_stale()
     receiver = await start(
         [PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "receiver.log", b""
     )
