@@ -5,11 +5,14 @@ files a few such prefixes (about 60 queues each) fill the room the next runs and
 of ``bench/run.py`` holds an exclusive queue ``{prefix}-alive`` on a connection of its own while it lives:
 RabbitMQ deletes that queue when the connection closes, however the process ended. At start ``sweep`` deletes the
 queues and exchanges of every benchmark prefix on the node that has no such queue and no consumer on any of its
-queues (a run from before this marker has its workers' consumers while it delivers).
+queues, twice over, ``settle`` seconds apart: a run from before this marker shows no consumer in the seconds
+between its setup and its workers' consume, and RabbitMQ 3.10 counts a quorum queue's consumers only after its
+first statistics (every 5 s).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -56,13 +59,18 @@ async def held_alive(amqp_url: str, prefix: str) -> AsyncIterator[None]:
         await connection.close()
 
 
-async def sweep(management_url: str, vhost: str = "/") -> list[str]:
-    """Delete every stale benchmark prefix's queues and exchanges in ``vhost``; the prefixes deleted."""
+async def sweep(management_url: str, vhost: str = "/", settle: float = 20.0) -> list[str]:
+    """Delete every benchmark prefix's queues and exchanges in ``vhost`` that is stale in two looks ``settle``
+    seconds apart; the prefixes deleted."""
     parts = urlsplit(management_url)
     base, where = f"{parts.scheme}://{parts.hostname}:{parts.port}", quote(vhost, safe="")
     async with ManagementClient(base, parts.username or "guest", parts.password or "guest", vhost, timeout=60) as api:
-        queues = await api.request("GET", f"queues/{where}?columns=name,consumers")
-        stale = stale_prefixes(queues)
+        columns = f"queues/{where}?columns=name,consumers"
+        stale = stale_prefixes(await api.request("GET", columns))
+        if stale:
+            await asyncio.sleep(settle)
+            queues = await api.request("GET", columns)
+            stale = sorted(set(stale) & set(stale_prefixes(queues)))
         if not stale:
             return []
         exchanges = await api.request("GET", f"exchanges/{where}?columns=name")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import aio_pika
@@ -31,25 +32,32 @@ def test_a_prefix_is_stale_without_its_alive_queue_and_without_consumers() -> No
 async def test_the_sweep_deletes_a_stopped_runs_queues_and_exchanges_and_leaves_a_live_runs(
     rabbit_server: RabbitServer, amqp_url: str, vhost: str, management: ManagementClient
 ) -> None:
-    # Given two benchmark prefixes with a queue and an exchange each: one whose run died, one whose run holds on
-    stopped, running = (f"bench{uuid.uuid4().hex[:6]}" for _ in range(2))
+    # Given three benchmark prefixes with a queue and an exchange each: one whose run died, one whose run holds on,
+    # and one whose run starts while the sweep takes its second look
+    stopped, running, starting = (f"bench{uuid.uuid4().hex[:6]}" for _ in range(3))
     connection = await aio_pika.connect(amqp_url)
     try:
         channel = await connection.channel()
-        for prefix in (stopped, running):
+        for prefix in (stopped, running, starting):
             await channel.declare_queue(f"{prefix}.work.q", durable=True)
             await channel.declare_exchange(f"{prefix}.events", aio_pika.ExchangeType.TOPIC, durable=True)
         async with held_alive(amqp_url, running):
             # When the next sitting sweeps the vhost
-            swept = await sweep(rabbit_server.management_url, vhost)
-            # Then the stopped run's queue and exchange are gone, the live run's are there
-            queues = {q["name"] for q in await management.queues()}
-            exchanges = {e["name"] for e in await management.exchanges()}
-            assert stopped in swept and running not in swept
+            sweeping = asyncio.create_task(sweep(rabbit_server.management_url, vhost, settle=2.0))
+            await asyncio.sleep(0.5)
+            async with held_alive(amqp_url, starting):
+                swept = await sweeping
+                # Then the stopped run's queue and exchange are gone, the live runs' are there
+                queues = {q["name"] for q in await management.queues()}
+                exchanges = {e["name"] for e in await management.exchanges()}
+            assert swept == sorted(set(swept) - {running, starting}) and stopped in swept
             assert f"{stopped}.work.q" not in queues and f"{stopped}.events" not in exchanges
-            assert {f"{running}.work.q", f"{running}-alive"} <= queues and f"{running}.events" in exchanges
-        # And once that run ends (its connection closed), its marker goes with it and the next sweep takes the rest
-        assert running in await sweep(rabbit_server.management_url, vhost)
-        assert not {q["name"] for q in await management.queues()} & {f"{running}.work.q", f"{running}-alive"}
+            for live in (running, starting):
+                assert {f"{live}.work.q", f"{live}-alive"} <= queues and f"{live}.events" in exchanges
+        # And once those runs end (their connections closed), their markers go with them and the next sweep takes
+        # the rest
+        assert {running, starting} <= set(await sweep(rabbit_server.management_url, vhost, settle=0.1))
+        left = {q["name"] for q in await management.queues()}
+        assert not left & {f"{p}{s}" for p in (running, starting) for s in (".work.q", "-alive")}
     finally:
         await connection.close()
