@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from typing import cast
 
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractMessage
@@ -33,6 +34,7 @@ from warren.broker.amqp.confirm import (
     answer_error,
     publish_confirmed,
 )
+from warren.broker.amqp.publish_frames import FramedPublishes
 from warren.core.errors import describe
 
 __all__ = ["ConfirmChannel"]
@@ -51,6 +53,7 @@ class ConfirmChannel:
         self._connection = connection
         self._channel: AbstractChannel | None = None
         self._exchanges: dict[str, AbstractExchange] = {}
+        self._frames: FramedPublishes | None = None  # the current channel's batched writes (Outgoing messages)
         self._renewing = asyncio.Lock()
         self._in_flight: Counter[AbstractChannel] = Counter()
         self._retired: set[AbstractChannel] = set()
@@ -101,13 +104,11 @@ class ConfirmChannel:
                         if channel.is_closed:
                             raise aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed")
                         underlay = await channel.get_underlay_channel()
-                        await underlay.basic_publish(
-                            message.body,
-                            exchange=exchange,
-                            routing_key=routing_key,
-                            properties=message.properties,
-                            mandatory=True,
-                        )
+                        frames = self._frames
+                        if frames is None or frames.channel is not underlay:  # a new channel: its own writes
+                            frames = self._frames = FramedPublishes(cast(aiormq.Channel, underlay))
+                        # basic_publish's work, written with the other publishes ready now (publish_frames.py)
+                        await frames.publish(message.body, exchange, routing_key, message.properties)
                     except ANSWERS as exc:
                         error = answer_error(exc, exchange, routing_key, what, event_id, unroutable)
                         if error is None:
