@@ -17,6 +17,9 @@ from warren.broker.amqp.publish_frames import FramedPublishes
 
 pytestmark = pytest.mark.timeout(60)
 
+# What a publish on a channel the broker closed fails with: the close's reason, or aiormq's closed-channel error
+CLOSED = (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError)
+
 
 def _properties(message_id: str) -> spec.Basic.Properties:
     return spec.Basic.Properties(message_id=message_id, delivery_mode=2)
@@ -87,5 +90,36 @@ async def test_publishes_on_a_closed_channel_fail_with_its_error(amqp_url: str, 
         with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
             await doomed
         # Then a later publish fails at once with the channel's error instead of waiting
-        with pytest.raises(aiormq.exceptions.AMQPError):
+        with pytest.raises(CLOSED):
             await asyncio.wait_for(frames.publish(b"b", "", "q", _properties("b")), timeout=5)
+
+
+async def test_publishes_racing_the_brokers_close_of_their_channel_never_break_the_connection(
+    amqp_url: str, prefix: str
+) -> None:
+    connection = await aio_pika.connect(amqp_url)
+    async with connection:
+        declared = await (await connection.channel()).declare_queue(f"{prefix}.frames", durable=True)
+        frames = FramedPublishes(await _underlay(connection))
+        # Given a publish that makes the broker close its channel (an exchange that does not exist)
+        doomed = frames.publish(b"a", f"{prefix}.no-such-exchange", "k", _properties("a"))
+        # When publishes keep being made, one loop turn apart, while that close is on its way and after it
+        later: list[asyncio.Future[object]] = []
+        refused = 0
+        for n in range(300):
+            try:
+                later.append(frames.publish(b"b", "", declared.name, _properties(f"b{n}")))
+            except aiormq.exceptions.ChannelInvalidStateError:
+                refused += 1  # made once the close had arrived: refused at once
+            await asyncio.sleep(0.001 if n % 10 == 0 else 0)
+        answers = await asyncio.wait_for(asyncio.gather(doomed, *later, return_exceptions=True), 20)
+        # Then each is answered: the channel's error (none is acked: the broker ignores a closing channel's frames)
+        assert isinstance(answers[0], aiormq.exceptions.ChannelNotFoundEntity)
+        assert all(isinstance(a, CLOSED) for a in answers[1:]), answers[1:]
+        assert refused > 0 and refused + len(later) == 300
+        # And the connection is not broken by a frame sent on the closed channel's number: another channel works
+        await asyncio.sleep(0.5)
+        assert not connection.is_closed
+        channel = await connection.channel(publisher_confirms=True)
+        await channel.default_exchange.publish(aio_pika.Message(b"after", message_id="after"), declared.name)
+        assert await _take(declared, 1, within=10) == ["after"]

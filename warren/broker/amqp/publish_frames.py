@@ -35,6 +35,14 @@ def _forget(channel: aiormq.Channel, message_id: str, tag: int, _: object) -> No
         channel.message_id_delivery_tag.pop(message_id)
 
 
+def _closing(channel: aiormq.Channel) -> bool:
+    """Closed, or closing at the broker's word: aiormq puts the ``Channel.CloseOk`` on the write queue as the
+    broker's ``Channel.Close`` arrives and marks the channel closed only after an await, so a write in between
+    would follow the CloseOk (and aiormq's own ``basic_publish`` has that gap). ``_close_exception`` is set at once.
+    """
+    return channel.is_closed or getattr(channel, "_close_exception", None) is not None
+
+
 class FramedPublishes:
     """``publish(body, exchange, routing_key, properties)`` -> the future of its confirm, as ``basic_publish``'s.
 
@@ -62,6 +70,8 @@ class FramedPublishes:
             raise ValueError("Routing key too long (max 255 bytes)")
         if not properties.message_id:  # as basic_publish: a returned message is matched by its id
             properties.message_id = UUID(int=getrandbits(128), version=4).hex
+        if _closing(self._channel):  # its future store would reject the new future twice (InvalidStateError)
+            raise aiormq.exceptions.ChannelInvalidStateError(f"{self._channel!r} closed")
         confirmation: asyncio.Future[object] = self._channel.create_future()
         self._pending.append((body, exchange, routing_key, properties, confirmation))
         if not self._writing:
@@ -89,6 +99,12 @@ class FramedPublishes:
         channel: aiormq.Channel, batch: list[tuple[bytes, str, str, spec.Basic.Properties, asyncio.Future[object]]]
     ) -> None:
         """``basic_publish``'s body under the channel's lock, for the whole batch: one payload, one drain."""
+        if _closing(channel):  # closed while these waited: a frame on its number now is a connection error
+            # (RabbitMQ's "CHANNEL_ERROR - expected 'channel.open'" once its close is acknowledged)
+            for *_, confirmation in batch:
+                if not confirmation.done():
+                    confirmation.set_exception(aiormq.exceptions.ChannelInvalidStateError(f"{channel!r} closed"))
+            return
         number, marshal, confirmations = channel.number, pamqp.frame.marshal, channel.confirmations
         ids, max_size = channel.message_id_delivery_tag, channel.max_content_size
         parts: list[bytes] = []
