@@ -91,12 +91,14 @@ def deliveries(count: int) -> list[tuple[bytes, str]]:
     return out
 
 
-async def run(count: int, rounds: int) -> float:
-    """CPU µs per delivery, the best of ``rounds`` runs of ``count`` deliveries."""
+async def run(count: int, rounds: int, ordered: bool = False) -> float:
+    """CPU µs per delivery, the best of ``rounds`` runs of ``count`` deliveries. ``ordered``: to an ordered endpoint
+    (``ordering = "key"``), each message through its partition's key lanes (key_lanes.py) as the channel hands it."""
     from warren.consumers.attempt_log import configure_logging
     from warren.consumers.endpoint_runner import EndpointRunner
     from warren.consumers.health.control import HealthControl
     from warren.consumers.hooks import DeliveryHooks
+    from warren.consumers.key_lanes import PartitionLanes
     from warren.consumers.metrics import WorkerMetrics
     from warren.topology.config import WarrenConfig
     from warren.transport.http import HttpTransport
@@ -110,7 +112,8 @@ async def run(count: int, rounds: int) -> float:
         delivery={"allow_private_networks": True},
         worker={"log_format": "json"},
         endpoints=[{"name": "bench", "url": "http://127.0.0.1:9/hook/bench", "secret": SECRET, "events": ["#"],
-                    "concurrency": 512, "timeout": "10s"}],
+                    "concurrency": 512, "timeout": "10s",
+                    **({"ordering": "key", "partitions": 4, "partition_prefetch": 128} if ordered else {})}],
         lanes={"count": 0},
     )  # fmt: skip
     endpoint = config.endpoints[0]
@@ -128,6 +131,17 @@ async def run(count: int, rounds: int) -> float:
     hooks.observers.append(health._observe)
     runner._accepting = True
     runner._consumer_tags["bench.q"] = Message.consumer_tag
+    handle = runner._on_message
+    if ordered:  # what EndpointConsumers._consume_partition sets up, without its channel
+        runner._tag_queue[Message.consumer_tag] = "bench.q"
+
+        async def returned() -> None:
+            pass
+
+        lanes = runner._lanes["bench.q"] = PartitionLanes(
+            runner._on_message, returned, unstarted=runner._unstarted, prefetch=128
+        )
+        handle = lanes.dispatch
     channel = Channel()
     bodies = deliveries(count)
     published = int(time.time() * 1000)
@@ -140,7 +154,7 @@ async def run(count: int, rounds: int) -> float:
             messages.append(Message(channel, tag, body, event_id, published))
         started = time.process_time()
         for i, message in enumerate(messages):
-            await runner._on_message(message)  # type: ignore[arg-type]
+            await handle(message)  # type: ignore[arg-type]
             if i % 64 == 63:
                 await asyncio.sleep(0)  # a turn of the loop: the acks' and the log lines' writes
         await asyncio.sleep(0.01)

@@ -11,7 +11,10 @@ does, with the worker started through this file (``--launch``), which counts, wi
   one, the key lanes running), messages held unacked in each partition's window, and of those the acks waiting
   in its batcher;
 - deliveries and distinct keys per partition (the consistent-hash exchange's spread of the bench's 1,000 keys);
-- channels opened and each consume's prefetch (``basic.qos``).
+- channels opened and each consume's prefetch (``basic.qos``);
+- per key, the time from one handling's end to the next one's start when the next was already delivered (the
+  lanes' own hand-off), and how often it was; each delivery's wait behind its key; and the in-flight count over
+  the run, in tenths of it (a second line per run).
 
 The worker writes them as JSON into the file named after ``--launch`` when it stops; this prints one row per
 run. Rates here are not for quoting (the probe samples the loop): bench/ordered.py measures the rate.
@@ -26,6 +29,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 import weakref
 from collections import Counter
 from dataclasses import replace
@@ -51,6 +55,10 @@ def launch(out: str, args: list[str]) -> None:
     runners: weakref.WeakSet[Any] = weakref.WeakSet()
     delivered: dict[int, int] = {}  # id(lanes) -> deliveries
     keys: dict[int, set[str]] = {}
+    arrived: dict[tuple[int, int], float] = {}  # (id(lanes), delivery tag) -> when dispatched
+    last_end: dict[str, float] = {}  # key -> when its last handling ended
+    handoffs: list[list[float]] = []  # per handling after its key's previous: [end -> start s, arrived before end]
+    waits: list[float] = []  # per ordered handling: arrival -> start, seconds (behind its key in the lane)
 
     basic_ack = aiormq.channel.Channel.basic_ack
     basic_qos = aiormq.channel.Channel.basic_qos
@@ -79,6 +87,21 @@ def launch(out: str, args: list[str]) -> None:
     def lanes_registered(self: Any, *args: Any, **kwargs: Any) -> None:
         lanes_init(self, *args, **kwargs)
         partitions.add(self)
+        handle = self._handle
+
+        async def timed(message: Any) -> None:
+            start = time.monotonic()
+            key = key_lanes.lane_key(message)
+            at = arrived.pop((id(self), message.delivery_tag or 0), start)
+            waits.append(start - at)
+            if (end := last_end.get(key)) is not None:
+                handoffs.append([start - end, 1.0 if at <= end else 0.0])
+            try:
+                await handle(message)
+            finally:
+                last_end[key] = time.monotonic()
+
+        self._handle = timed
         if delay := os.environ.get("WARREN_PROBE_ACK_DELAY"):  # a sweep: the partition batchers' window, seconds
             self.acks.max_delay = float(delay)
         if flush_at := os.environ.get("WARREN_PROBE_FLUSH_AT"):
@@ -86,6 +109,7 @@ def launch(out: str, args: list[str]) -> None:
 
     async def dispatch_counted(self: Any, message: Any) -> None:
         delivered[id(self)] = delivered.get(id(self), 0) + 1
+        arrived[(id(self), message.delivery_tag or 0)] = time.monotonic()
         keys.setdefault(id(self), set()).add(key_lanes.lane_key(message))
         await dispatch(self, message)
 
@@ -106,6 +130,7 @@ def launch(out: str, args: list[str]) -> None:
                 continue
             stats["samples"].append(
                 {
+                    "t": time.monotonic(),
                     "in_flight": unordered + sum(lanes._running for lanes in partitions),
                     "held": held,
                     "acks_waiting": sum(len(lanes.acks._acked) for lanes in partitions),
@@ -127,6 +152,8 @@ def launch(out: str, args: list[str]) -> None:
     def write() -> None:
         stats["per_partition"] = sorted(delivered.values())
         stats["keys_per_partition"] = sorted(len(k) for k in keys.values())
+        stats["handoffs"] = handoffs
+        stats["lane_waits"] = waits
         Path(out).write_text(json.dumps(stats))
 
     atexit.register(write)
@@ -154,6 +181,36 @@ def summary(stats: dict[str, Any], delivered: float) -> dict[str, float]:
         "keys_max": max(stats["keys_per_partition"] or [0]),
         "channels": stats["channels"],
         "qos": ",".join(f"{k}x{v}" for k, v in sorted(stats["qos"].items())),
+        **handoff_summary(stats),
+    }
+
+
+def quantile(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+
+def handoff_summary(stats: dict[str, Any]) -> dict[str, Any]:
+    """Per key: the time from one handling's end to the next one's start of that key, when the next was already
+    delivered (the lane's own hand-off) and share of such; the wait of a delivery behind its key in the lane; and
+    the in-flight count over the run, in tenths of its sampled time (the timeline)."""
+    queued = [h[0] for h in stats.get("handoffs", []) if h[1]]
+    waits = stats.get("lane_waits", [])
+    samples = [s for s in stats["samples"] if "t" in s]
+    timeline: list[float] = []
+    if samples:
+        t0, t1 = samples[0]["t"], samples[-1]["t"]
+        bins: list[list[int]] = [[] for _ in range(10)]
+        for s in samples:
+            bins[min(9, int(10 * (s["t"] - t0) / max(1e-9, t1 - t0)))].append(s["in_flight"])
+        timeline = [statistics.mean(b) if b else 0.0 for b in bins]
+    return {
+        "handoff_queued_share": len(queued) / max(1, len(stats.get("handoffs", []))),
+        "handoff_p50_ms": 1000 * quantile(queued, 0.5),
+        "handoff_p99_ms": 1000 * quantile(queued, 0.99),
+        "lane_wait_p50_ms": 1000 * quantile(waits, 0.5),
+        "lane_wait_p99_ms": 1000 * quantile(waits, 0.99),
+        "timeline": " ".join(f"{x:.0f}" for x in timeline),
+        "sampled_s": (samples[-1]["t"] - samples[0]["t"]) if samples else 0.0,
     }
 
 
@@ -185,6 +242,13 @@ async def main(runs: int, chosen: list[str], scale: float, partitions: list[int]
                         f"| {s['held_per_partition']:.1f} | {s['acks_waiting']:.1f} "
                         f"| {s['share_min']:.1%}-{s['share_max']:.1%} | {s['keys_min']}-{s['keys_max']} "
                         f"| {s['channels']} | {s['qos']} |",
+                        flush=True,
+                    )
+                    print(
+                        f"|  | hand-off (next already delivered: {s['handoff_queued_share']:.0%}) p50/p99 "
+                        f"{s['handoff_p50_ms']:.2f}/{s['handoff_p99_ms']:.2f} ms; wait behind its key p50/p99 "
+                        f"{s['lane_wait_p50_ms']:.2f}/{s['lane_wait_p99_ms']:.2f} ms; in flight per tenth of "
+                        f"{s['sampled_s']:.1f} s: {s['timeline']} |",
                         flush=True,
                     )
 

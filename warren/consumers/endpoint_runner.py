@@ -226,16 +226,19 @@ class EndpointRunner(EndpointConsumers):
                 # place are in no header, so remember them, as an unordered message's headers keep its count.
                 self.held.keep_spent(delivery, (attempts, first_ms, history))
                 raise
-            attempts += 1
-            first_ms = first_ms or attempt_ms
-            history.append(history_record(attempt_ms, result.status_code, result.error, result.duration))
+            attempts, first_ms = attempts + 1, first_ms or attempt_ms
             held = time.monotonic() - held_since
             decision = decide(result, partial(self._context, result, attempts, current, attempt_ms, message, held))
             try:
                 self.attempter.report(current, attempts, result, decision, attempt_ms)
             except Exception as exc:  # an observer failed: this attempt counts as failed, and it continues
-                await self._failed_handling(message, exc, (current.attempts_made, first_ms, history[:-1]))
+                await self._failed_handling(message, exc, (current.attempts_made, first_ms, history[:]))
                 return
+            if decision is ACK:  # delivered: straight to its partition's batched ack (what carry_out would do)
+                self.held.forget(delivery.event_id)
+                await self.settler.ack(message)
+                return
+            history.append(history_record(attempt_ms, result.status_code, result.error, result.duration))
             if isinstance(decision, Retry) or (isinstance(decision, HandBack) and decision.remember):
                 delay = decision.delay if isinstance(decision, Retry) else decision.after
                 due = time.monotonic() + delay

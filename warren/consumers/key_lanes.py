@@ -171,7 +171,8 @@ class PartitionLanes:
                 self._delivered_at.pop(head.delivery_tag or 0, None)
         finally:
             # The rest of a lane cut short stays unacked in RabbitMQ: the channel's close returns it in order.
-            self._not_started(list(lane)[1:] if started else list(lane))
+            if lane:
+                self._not_started(list(lane)[1:] if started else list(lane))
             if self._lanes.get(key) is lane:
                 del self._lanes[key]
             self._running -= 1

@@ -41,7 +41,15 @@ class Delivery:
         return max(0, now_ms - self.published_ms) / 1000
 
     def continued(self, attempts_made: int, first_attempt_ms: int | None, history: list[dict[str, Any]]) -> Delivery:
-        """The same message after attempts made while it was held unacked (its headers cannot change then)."""
+        """The same message after attempts made while it was held unacked (its headers cannot change then); itself
+        when none were (an ordered message's first attempt: no copy per delivery)."""
+        if (
+            attempts_made == self.attempts_made
+            and first_attempt_ms == self.first_attempt_ms
+            and len(history) == len(self.history) <= HISTORY_LIMIT
+            and tuple(history) == self.history
+        ):
+            return self
         return replace(
             self,
             attempts_made=attempts_made,
