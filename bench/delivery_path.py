@@ -27,7 +27,7 @@ class Channel:
 
     is_closed = False
 
-    async def basic_ack(self, tag: int, multiple: bool = False) -> None:
+    async def basic_ack(self, tag: int, multiple: bool = False, wait: bool = True) -> None:
         pass
 
 

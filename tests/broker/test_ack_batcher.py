@@ -221,3 +221,37 @@ async def test_settled_before_waits_for_every_earlier_delivery_whatever_order_th
         assert batcher.done_before(fence) and batcher.done_before(delivered[0])
     finally:
         await connection.close()
+
+
+@pytest.mark.timeout(20)
+async def test_stragglers_go_in_one_pass_of_the_writer_only_the_last_frame_waiting(amqp_url: str, prefix: str) -> None:
+    """Acks behind a slow head go on their own, but queued together: only the last waits for the connection's
+    writer (one awaited each kept the window, and RabbitMQ's next deliveries, waiting on a busy machine)."""
+    # Given 8 delivered, the head still in flight, and a spy on the channel's acks
+    batcher = AckBatcher(max_delay=0.002, straggler_after=0.05)
+    async with _consumed(amqp_url, f"{prefix}.stragglers", 8, batcher) as (queue, delivered):
+        channel = delivered[0].channel
+        sent: list[tuple[int, bool, bool]] = []
+        real_ack = channel.basic_ack
+
+        async def spy(delivery_tag: int, multiple: bool = False, wait: bool = True) -> None:
+            sent.append((delivery_tag, multiple, wait))
+            await real_ack(delivery_tag, multiple=multiple, wait=wait)
+
+        channel.basic_ack = spy  # type: ignore[method-assign]
+        # When 2..8 are acked and wait out straggler_after behind the head
+        for message in delivered[1:]:
+            await batcher.ack(message)
+        deadline = time.monotonic() + 3
+        while batcher._acked and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        # Then the seven went on their own in one send, only the last awaiting the write
+        tags = [m.delivery_tag for m in delivered[1:]]
+        assert sent == [(tag, False, tag == tags[-1]) for tag in tags]
+        await batcher.ack(delivered[0])
+        await batcher.close()
+    check = await aio_pika.connect(amqp_url)
+    try:
+        assert await _unacked(queue, await check.channel()) == 0  # every one reached RabbitMQ, acked once
+    finally:
+        await check.close()

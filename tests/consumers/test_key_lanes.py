@@ -43,7 +43,7 @@ class Channel:
         self.is_closed = False
         self.acks: list[tuple[int, bool | str]] = []
 
-    async def basic_ack(self, delivery_tag: int, multiple: bool = False) -> None:
+    async def basic_ack(self, delivery_tag: int, multiple: bool = False, wait: bool = True) -> None:
         self.acks.append((delivery_tag, multiple))
 
 

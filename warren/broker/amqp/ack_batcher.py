@@ -238,12 +238,15 @@ class AckBatcher:
                 self._settled.add(tag)
             if self._acked:
                 self._schedule()  # the rest waits behind a slow delivery; look again shortly
-        # A lost channel takes its unacked deliveries back to the queue: RabbitMQ redelivers them.
+        # Every frame is queued at once and only the last waits for the connection's writer: awaited one by one,
+        # each single ack cost a pass of the writer, and a few hundred of them (a window behind a slow delivery)
+        # kept this send, the prefetch window, and so RabbitMQ's next deliveries, waiting for a second on a busy
+        # machine (bench/README.md, the user's mode). A lost channel takes its unacked deliveries back to the queue:
+        # RabbitMQ redelivers them.
+        frames = ([(highest, True)] if highest is not None else []) + [(tag, False) for tag in singles]
         with contextlib.suppress(Exception):
-            if highest is not None:
-                await channel.basic_ack(highest, multiple=True)
-            for tag in singles:
-                await channel.basic_ack(tag)
+            for i, (tag, multiple) in enumerate(frames, 1):
+                await channel.basic_ack(tag, multiple=multiple, wait=i == len(frames))
         if highest is not None or singles:
             self._last_sent = time.monotonic()
         if self._again:
