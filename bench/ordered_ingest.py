@@ -22,30 +22,23 @@ sys.path.insert(0, str(ROOT))
 
 from bench import cpu
 from bench.run import AMQP, PY, WORKLOADS, config_for
-from bench.stale_prefixes import held_alive
-from bench.topology_teardown import teardown
-from warren.broker.applier import apply_setup
+from bench.topology_teardown import declared
 
 
 async def one(ordered: bool, partitions: int, count: int) -> dict[str, float]:
     workload = replace(WORKLOADS["slow"], ordered=ordered, partitions=partitions)
     prefix = f"bench{uuid.uuid4().hex[:6]}"
-    async with held_alive(AMQP, prefix):  # no consumer: the marker keeps sweeps off
-        config = config_for(prefix, workload)
-        await apply_setup(config)
-        try:
-            broker = cpu.broker_pid(AMQP)
-            before = cpu.process_seconds(broker)
-            args = {"--url": AMQP, "--prefix": prefix, "--count": str(count)}  # Warren's publisher, full speed
-            command = [PY, str(ROOT / "bench" / "publisher.py"), *(x for pair in args.items() for x in pair)]
-            publisher = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
-            out, _ = await publisher.communicate()
-            after = cpu.process_seconds(broker)
-            published = orjson.loads(out.strip().rsplit(b"\n", 1)[-1])  # its last line
-            used = -1.0 if before is None or after is None else after - before
-            return {"publish_per_s": published["publish_rate"], "broker_s_per_1k": used / (count / 1000)}
-        finally:
-            await teardown(config)
+    async with declared(config_for(prefix, workload)):
+        broker = cpu.broker_pid(AMQP)
+        before = cpu.process_seconds(broker)
+        args = {"--url": AMQP, "--prefix": prefix, "--count": str(count)}  # Warren's publisher, full speed
+        command = [PY, str(ROOT / "bench" / "publisher.py"), *(x for pair in args.items() for x in pair)]
+        publisher = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
+        out, _ = await publisher.communicate()
+        after = cpu.process_seconds(broker)
+        published = orjson.loads(out.strip().rsplit(b"\n", 1)[-1])  # its last line
+        used = -1.0 if before is None or after is None else after - before
+        return {"publish_per_s": published["publish_rate"], "broker_s_per_1k": used / (count / 1000)}
 
 
 async def main(runs: int, count: int, partitions: list[int]) -> None:

@@ -32,9 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import cpu
 from bench.run import AMQP, PROFILE, PY, Workload, config_for
-from bench.stale_prefixes import held_alive
-from bench.topology_teardown import teardown
-from warren.broker.applier import apply_setup
+from bench.topology_teardown import declared
 
 
 async def one(kind: str, prefix: str, count: int, window: int, baseline: str) -> dict[str, float]:
@@ -79,12 +77,8 @@ async def main(runs: int, count: int, window: int, baseline: str) -> None:
     for run in range(runs):
         for kind in kinds if run % 2 == 0 else kinds[::-1]:
             config = config_for(f"benchp{uuid.uuid4().hex[:6]}", Workload("happy", count, {}))
-            async with held_alive(AMQP, config.broker.prefix):  # no consumer: the marker keeps sweeps off
-                await apply_setup(config)
-                try:
-                    rows[kind].append(await one(kind, config.broker.prefix, count, window, baseline))
-                finally:
-                    await teardown(config)
+            async with declared(config):
+                rows[kind].append(await one(kind, config.broker.prefix, count, window, baseline))
     print("| publisher | publish/s | CPU-s per 1k: publisher / broker / machine | not confirmed | runs (publish/s) |")
     print("|---|---:|---:|---:|---|")
     for kind in kinds:

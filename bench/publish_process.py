@@ -29,9 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import publisher as pub
 from bench.run import AMQP, Workload, config_for
-from bench.stale_prefixes import held_alive
-from bench.topology_teardown import teardown
-from warren.broker.applier import apply_setup
+from bench.topology_teardown import declared
 
 GC: dict[int, list[float]] = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
 _STARTED = [0.0]
@@ -81,12 +79,8 @@ def instrument(mode: str, profile: cProfile.Profile) -> None:
 
 async def main(kind: str, count: int) -> None:
     config = config_for(f"benchg{uuid.uuid4().hex[:6]}", Workload("happy", count, {}))
-    async with held_alive(AMQP, config.broker.prefix):  # no consumer: the marker keeps sweeps off
-        await apply_setup(config)
-        try:
-            await pub.main(kind, AMQP, config.broker.prefix, count, 1000, 300, 512, 0, 0)
-        finally:
-            await teardown(config)
+    async with declared(config):
+        await pub.main(kind, AMQP, config.broker.prefix, count, 1000, 300, 512, 0, 0)
 
 
 if __name__ == "__main__":

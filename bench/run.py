@@ -41,11 +41,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import cpu
-from bench.stale_prefixes import held_alive, sweep
-from bench.topology_teardown import teardown
+from bench.stale_prefixes import sweep
+from bench.topology_teardown import declared
 from tests.support.processes import write_config
 from warren.broker.amqp.connection import connect_once
-from warren.broker.applier import apply_setup
 from warren.store.attempt_records import decode_batch
 from warren.topology import names
 from warren.topology.config import WarrenConfig
@@ -290,16 +289,15 @@ async def one_run(
 ) -> dict[str, float]:
     """One system through one workload (``scale`` times its events); ``rate`` > 0: that rate, LATENCY_SECONDS.
     ``publisher``: ``bench/publisher.py --kind`` (``bare``: plain aio-pika, bench/user_mode.py's bare loop)."""
-    prefix = f"bench{uuid.uuid4().hex[:6]}"
-    async with held_alive(AMQP, prefix):  # if this process dies mid-run, the next run's sweep deletes its queues
-        return await _one_run(prefix, workload, system, workdir, rate, scale, publisher)
+    config = config_for(f"bench{uuid.uuid4().hex[:6]}", workload)
+    async with declared(config):  # if this process dies mid-run, the next sitting's sweep deletes its queues
+        return await _one_run(config, workload, system, workdir, rate, scale, publisher)
 
 
 async def _one_run(
-    prefix: str, workload: Workload, system: System, workdir: Path, rate: float, scale: float, publisher: str
+    config: WarrenConfig, workload: Workload, system: System, workdir: Path, rate: float, scale: float, publisher: str
 ) -> dict[str, float]:
-    config = config_for(prefix, workload)
-    await apply_setup(config)
+    prefix = config.broker.prefix
     drain = await AttemptDrain(prefix).start() if system.attempt_log else None
     count = round(rate * LATENCY_SECONDS) if rate else round(workload.count * scale)
     await http("POST", "/reset", workload.receiver)
@@ -407,7 +405,6 @@ async def _one_run(
                 process.send_signal(signal.SIGTERM)
         for process in processes:
             await asyncio.wait_for(process.wait(), 30)
-        await teardown(config)
 
 
 async def sweep_stale() -> None:
@@ -418,19 +415,9 @@ async def sweep_stale() -> None:
 
 @contextlib.asynccontextmanager
 async def receiving(workdir: Path) -> AsyncIterator[None]:
-    """The receiver process on PORT, once it answers (a loaded machine takes seconds to start Python); stopped after."""
-    await sweep_stale()
-    receiver = await start([PY, str(ROOT / "bench" / "receiver.py"), "--port", str(PORT)], workdir / "r.log", b"")
+    """The receiver process on PORT, once it answers (``start_receiver``); stopped after."""
+    receiver = await start_receiver(workdir)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                await http("GET", "/stats")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.2)
         yield
     finally:
         with contextlib.suppress(Exception):  # the last run's first deliveries dumped too (WARREN_BENCH_LATENCY_DUMP)
