@@ -91,30 +91,40 @@ def deliveries(count: int) -> list[tuple[bytes, str]]:
     return out
 
 
+def settings(endpoints: list[dict[str, Any]], lanes: dict[str, Any]) -> Any:
+    """The configuration of an in-process run (``endpoints``, ``lanes``), Warren's JSON attempt lines sent to
+    /dev/null."""
+    from warren.consumers.attempt_log import configure_logging
+    from warren.topology.config import WarrenConfig
+
+    configure_logging("json")
+    for handler in logging.getLogger().handlers:
+        handler.stream = DEVNULL  # type: ignore[attr-defined]  # Warren's LineHandler
+    return WarrenConfig(
+        broker={"url": "amqp://guest:guest@127.0.0.1:5672/", "prefix": "bench"},
+        retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
+        delivery={"allow_private_networks": True},
+        worker={"log_format": "json"},
+        endpoints=endpoints,
+        lanes=lanes,
+    )
+
+
 async def run(count: int, rounds: int, ordered: bool = False) -> float:
     """CPU µs per delivery, the best of ``rounds`` runs of ``count`` deliveries. ``ordered``: to an ordered endpoint
     (``ordering = "key"``), each message through its partition's key lanes (key_lanes.py) as the channel hands it."""
-    from warren.consumers.attempt_log import configure_logging
     from warren.consumers.endpoint_runner import EndpointRunner
     from warren.consumers.health.control import HealthControl
     from warren.consumers.hooks import DeliveryHooks
     from warren.consumers.key_lanes import PartitionLanes
     from warren.consumers.metrics import WorkerMetrics
-    from warren.topology.config import WarrenConfig
     from warren.transport.http import HttpTransport
 
-    configure_logging("json")
-    for handler in logging.getLogger().handlers:
-        handler.stream = DEVNULL  # type: ignore[attr-defined]  # Warren's LineHandler
-    config = WarrenConfig(
-        broker={"url": "amqp://guest:guest@127.0.0.1:5672/", "prefix": "bench"},
-        retry={"base": "50ms", "cap": "500ms", "max_attempts": 10},
-        delivery={"allow_private_networks": True},
-        worker={"log_format": "json"},
-        endpoints=[{"name": "bench", "url": "http://127.0.0.1:9/hook/bench", "secret": SECRET, "events": ["#"],
-                    "concurrency": 512, "timeout": "10s",
-                    **({"ordering": "key", "partitions": 4, "partition_prefetch": 128} if ordered else {})}],
-        lanes={"count": 0},
+    config = settings(
+        [{"name": "bench", "url": "http://127.0.0.1:9/hook/bench", "secret": SECRET, "events": ["#"],
+          "concurrency": 512, "timeout": "10s",
+          **({"ordering": "key", "partitions": 4, "partition_prefetch": 128} if ordered else {})}],
+        {"count": 0},
     )  # fmt: skip
     endpoint = config.endpoints[0]
     hooks = DeliveryHooks()

@@ -24,6 +24,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 WHOLE = "a whole delivery, no I/O (bench/delivery_path.py)"  # not one of the pieces: beside their total
+LANE = "a lane endpoint's whole event, inline, no I/O (bench/lane_path.py)"  # the same for a lane endpoint
 
 
 def measure(number: int, repeat: int) -> dict[str, float]:
@@ -64,6 +65,9 @@ def measure(number: int, repeat: int) -> dict[str, float]:
     from bench.delivery_path import run
 
     figures[WHOLE] = asyncio.run(run(max(number // 4, 1000), repeat))
+    from bench.lane_path import run as lane_run
+
+    figures[LANE] = asyncio.run(lane_run(max(number // 4, 1000), repeat))
     return figures
 
 
@@ -80,7 +84,8 @@ def compare(other: str, rounds: int, number: int) -> None:
     for name in names:
         medians = [statistics.median(r[name] for r in runs[side]) for side in sides]
         print(f"| {name} | {' | '.join(f'{m:.2f}' for m in medians)} | {medians[0] / medians[1]:.2f} |")
-    totals = [sum(statistics.median(r[n] for r in runs[side]) for n in names if n != WHOLE) for side in sides]
+    pieces = [n for n in names if n not in (WHOLE, LANE)]
+    totals = [sum(statistics.median(r[n] for r in runs[side]) for n in pieces) for side in sides]
     print(f"| the pieces above | {' | '.join(f'{t:.2f}' for t in totals)} | {totals[0] / totals[1]:.2f} |")
 
 

@@ -124,3 +124,20 @@ def test_one_tenants_event_among_100000_endpoints_is_routed_fast() -> None:
     per_event = (time.perf_counter() - started) / 1_000
     assert len(found) == 11
     assert per_event < 0.001, per_event
+
+
+def test_answers_kept_between_changes_follow_every_add_remove_and_close() -> None:
+    # subscribers() keeps its answers until the index changes: each change is seen by the next event
+    index = SubscriptionIndex([endpoint("a", ["order.paid"])])
+    assert names_of(index.subscribers(None, "order.paid")) == ["a"]
+    index.subscribers(None, "order.paid").clear()  # the caller's own list: the kept answer stays whole
+    assert names_of(index.subscribers(None, "order.paid")) == ["a"]
+    index.add(endpoint("b", ["order.*"]))
+    assert names_of(index.subscribers(None, "order.paid")) == ["a", "b"]
+    index.close("b", True)
+    assert names_of(index.subscribers(None, "order.paid")) == ["a"]
+    index.close("b", False)
+    index.add(endpoint("a", ["user.created"]))  # reconfigured
+    assert names_of(index.subscribers(None, "order.paid")) == ["b"]
+    index.remove("b")
+    assert index.subscribers(None, "order.paid") == []

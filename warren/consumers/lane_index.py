@@ -23,6 +23,7 @@ __all__ = ["SubscriptionIndex"]
 
 _EVERY_TENANT = ("every",)  # the scope of platform endpoints with all_tenants
 _NO_TENANT = ("none",)  # the scope of tenant-less events
+_MEMO_MAX = 4096  # (tenant, event type) answers kept between changes of the index; past that, it starts afresh
 
 
 def _wildcard(pattern: str) -> bool:
@@ -67,6 +68,9 @@ class SubscriptionIndex:
         self._endpoints: dict[str, Endpoint] = {}
         self._scopes: dict[tuple[str, ...], _Scope] = {}
         self._closed: set[str] = set()  # known, served, but routed to no more (an ordered promotion under way)
+        # ``subscribers``' answers since the index last changed: the routing stage asks it once per event, and a
+        # deployment's events are of few (tenant, type) pairs. Emptied by every add, remove and close.
+        self._memo: dict[tuple[str | None, str], tuple[Endpoint, ...]] = {}
         for endpoint in endpoints:
             self.add(endpoint)
 
@@ -88,6 +92,7 @@ class SubscriptionIndex:
     def add(self, endpoint: Endpoint) -> None:
         """File ``endpoint`` (replacing an earlier configuration of the same name)."""
         self.remove(endpoint.name)
+        self._memo.clear()
         self._endpoints[endpoint.name] = endpoint
         for key in self._scopes_of(endpoint):
             self._scopes.setdefault(key, _Scope()).add(endpoint.name, endpoint.events)
@@ -96,6 +101,7 @@ class SubscriptionIndex:
         endpoint = self._endpoints.pop(name, None)
         if endpoint is None:
             return
+        self._memo.clear()
         for key in self._scopes_of(endpoint):
             scope = self._scopes.get(key)
             if scope is not None:
@@ -106,6 +112,7 @@ class SubscriptionIndex:
     def close(self, name: str, closed: bool) -> None:
         """Route nothing more to ``name`` (``closed``), or again; it stays known either way (its copies already
         in the lanes are delivered): an ordered endpoint being promoted (warren/broker/ordered_promotion.py)."""
+        self._memo.clear()
         if closed:
             self._closed.add(name)
         else:
@@ -113,6 +120,14 @@ class SubscriptionIndex:
 
     def subscribers(self, tenant: str | None, event_type: str) -> list[Endpoint]:
         """The lane endpoints an event of ``tenant`` (None: tenant-less) and ``event_type`` goes to, by name."""
+        found = self._memo.get((tenant, event_type))
+        if found is None:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            found = self._memo[(tenant, event_type)] = self._subscribers(tenant, event_type)
+        return list(found)  # the caller's own: the memo's stays as it is
+
+    def _subscribers(self, tenant: str | None, event_type: str) -> tuple[Endpoint, ...]:
         keys = [_NO_TENANT] if tenant is None else [("tenant", tenant), _EVERY_TENANT]
         found: set[str] = set()
         for key in keys:
@@ -121,4 +136,4 @@ class SubscriptionIndex:
                 scope.matching(event_type, found)
         # The scopes already hold to receives_tenant; checked again, as the worker checks before each delivery.
         endpoints = (self._endpoints[name] for name in sorted(found - self._closed if self._closed else found))
-        return [e for e in endpoints if e.receives_tenant(tenant)]
+        return tuple(e for e in endpoints if e.receives_tenant(tenant))

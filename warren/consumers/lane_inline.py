@@ -237,7 +237,7 @@ class InlineCopy:
         self.timestamp = event.timestamp
         self.app_id = event.app_id
         self.correlation_id = event.correlation_id
-        self.headers = dict(headers)
+        self.headers = headers  # the router's own for this copy (LaneRouter._store builds it; nothing changes it)
         self.routing_key = lane
         self.stored: bool | None = None  # None: not settled (the runner returned without: a copy is owed)
 
@@ -305,7 +305,13 @@ class InlineDeliveries:
             self.started[name] += 1
         return runner, why
 
-    async def acquire(self, name: str) -> LaneRunner | None:
+    def take(self, name: str) -> tuple[LaneRunner | None, str | None]:
+        """``acquire``'s first look, without a coroutine: ``name``'s runner and None when its first attempt may be
+        made inline now (counted in flight: ``deliver`` it), else what to hand ``acquire`` (``picked``), which
+        waits as it says. Nearly every event of a proven endpoint is taken here."""
+        return self._pick(name, take=not self.lines.waiting(name))  # none overtakes those waiting
+
+    async def acquire(self, name: str, picked: tuple[LaneRunner | None, str | None] | None = None) -> LaneRunner | None:
         """``name``'s runner if its first attempt may be made inline (counted in flight: ``deliver`` it), or None:
         a copy into its lane is owed.
 
@@ -318,7 +324,7 @@ class InlineDeliveries:
         Likewise the events of an endpoint new to this worker wait for its first answer (``proof_due``): at a
         worker's start every endpoint is new, and a backlog's first events were otherwise all copied.
         """
-        runner, why = self._pick(name, take=not self.lines.waiting(name))  # none overtakes those waiting
+        runner, why = self.take(name) if picked is None else picked
         if why is None:
             return runner
         now = self.clock()

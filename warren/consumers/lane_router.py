@@ -39,7 +39,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker import wire
-from warren.broker.amqp.confirm import one_at_a_time
+from warren.broker.amqp.confirm import Turns, await_turn, end_turn
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.admission import wanted
 from warren.consumers.claimed_partitions import ClaimedPartitions
@@ -109,7 +109,7 @@ class LaneRouter:
         self.dead_lettered = 0  # events moved to the route DLQ
         self.detached = 0  # events routed apart from their key's lane (no ordered subscriber): _apart, _on_event
         self.ordered_lanes = ordered_lanes
-        self._in_flight: dict[str, asyncio.Future[None]] = {}  # event ids being routed (one_at_a_time)
+        self._in_flight: Turns = {}  # event ids being routed, one delivery of each at a time (await_turn)
         self._publisher: ConfirmChannel | None = None
         self.migration = RouteMigration(prefix)
         self._migration: asyncio.Task[None] | None = None
@@ -148,11 +148,11 @@ class LaneRouter:
         if not self.index_current.is_set() or fence_id(message) is not None:
             return None
         headers, state, targets = self._subscribers(message)
-        if any(e.ordering == "key" for e in targets):
+        if _ordered(targets):
             return None
         self.detached += 1
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
-        return self._route(message, headers, state, targets)
+        return self._route(message, headers, state, targets, False)
 
     def _subscribers(self, message: AbstractIncomingMessage) -> tuple[Mapping[str, Any], RouteState, list[Endpoint]]:
         """The event's headers (read, never changed), what it is, and the lane endpoints it is (still) owed to."""
@@ -163,7 +163,7 @@ class LaneRouter:
             targets = [e for e in targets if e.name in state.owed]
         if state.owed:  # owed since its lane time by an endpoint promoted since: to its own queues (_store)
             gone = sorted(state.owed.difference(e.name for e in targets))
-            targets += [e for e in map(self.elsewhere, gone) if e is not None]
+            targets = targets + [e for e in map(self.elsewhere, gone) if e is not None]
         return headers, state, targets
 
     async def _on_event(self, message: AbstractIncomingMessage) -> None:
@@ -182,34 +182,53 @@ class LaneRouter:
         headers, state, targets = self._subscribers(message)
         targets = wanted(targets, message.body, self.settled)  # payload filters (admission.py)
         lanes = self.partitions.lanes_of(message)
-        routing = self._route(message, headers, state, targets)
-        if targets and lanes is not None and not any(e.ordering == "key" for e in targets):
+        ordered = _ordered(targets)
+        routing = self._route(message, headers, state, targets, ordered)
+        if targets and lanes is not None and not ordered:
             lanes.detach(routing)
             self.detached += 1
             return
         await routing
 
     async def _route(
-        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
+        self,
+        message: AbstractIncomingMessage,
+        headers: Mapping[str, Any],
+        state: RouteState,
+        targets: list[Endpoint],
+        ordered: bool,
     ) -> None:
         """Route one event in the task that runs this (counted in ``_tasks``, which ``close`` waits for), no two
-        deliveries of one id side by side."""
+        deliveries of one id side by side (``await_turn``: no future, no context manager per event). ``ordered``:
+        one of ``targets`` is an ordered endpoint."""
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        turns, event_id = self._in_flight, message.message_id or ""
         try:
-            async with one_at_a_time(self._in_flight, message.message_id or ""):
-                await self._route_once(message, headers, state, targets)
+            if event_id in turns:  # another delivery of this id is being routed (a publisher's retry): after it
+                await await_turn(turns, event_id)
+            else:
+                turns[event_id] = None
+            try:
+                await self._route_once(message, headers, state, targets, ordered)
+            finally:
+                end_turn(turns, event_id)
         finally:
             if task is not None:
                 self._tasks.discard(task)
 
     async def _route_once(
-        self, message: AbstractIncomingMessage, headers: Mapping[str, Any], state: RouteState, targets: list[Endpoint]
+        self,
+        message: AbstractIncomingMessage,
+        headers: Mapping[str, Any],
+        state: RouteState,
+        targets: list[Endpoint],
+        ordered: bool,
     ) -> None:
         assert self._publisher is not None
         copy = copy_headers(headers)
-        key = lane_key(message) if any(e.ordering == "key" for e in targets) else ""  # only an ordered lane's
+        key = lane_key(message) if ordered else ""  # only an ordered lane's
         while True:
             results: list[BaseException | None]
             if len(targets) == 1:  # the common case: awaited in this task, with neither gather's task nor a frame
@@ -263,9 +282,13 @@ class LaneRouter:
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
         else:
-            runner = await self.inline.acquire(endpoint.name) if self.inline is not None else None
-            if runner is not None and await self.inline.deliver(runner, message, headers):  # type: ignore[union-attr]
-                return
+            inline = self.inline
+            if inline is not None:
+                runner, why = inline.take(endpoint.name)  # at once, nearly always; else it waits as acquire says
+                if why is not None:
+                    runner = await inline.acquire(endpoint.name, (runner, why))
+                if runner is not None and await inline.deliver(runner, message, headers):
+                    return
             lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
         what = f"event {message.message_id} for lane endpoint {endpoint.name}"
         await self._publisher.publish("", wire.onward(message, headers), lane, what=what)
@@ -275,8 +298,10 @@ class LaneRouter:
         lanes = self.partitions.lanes_of(message)
         if lanes is None:
             return  # its channel is gone: RabbitMQ has it back, and routes it again (duplicates)
-        with contextlib.suppress(Exception):  # a lost ack: the event is routed again, its copies are duplicates
+        try:
             await lanes.acks.ack(message)
+        except Exception:  # a lost ack: the event is routed again, its copies are duplicates
+            pass
 
     async def _route_again(
         self,
@@ -341,6 +366,14 @@ class LaneRouter:
         await self.partitions.close(grace)
         if self._publisher is not None:
             await self._publisher.close()
+
+
+def _ordered(targets: list[Endpoint]) -> bool:
+    """Whether any of ``targets`` is an ordered endpoint (a loop: cheaper than ``any`` over a generator)."""
+    for endpoint in targets:  # noqa: SIM110
+        if endpoint.ordering == "key":
+            return True
+    return False
 
 
 def _route_key(message: AbstractIncomingMessage) -> str:
