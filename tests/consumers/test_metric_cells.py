@@ -109,3 +109,19 @@ def test_without_the_private_fields_the_public_methods_are_used() -> None:
     setter(child)(2.5)
     HistogramCells(child).observe(0.5)
     assert child.calls == [("inc", 1), ("set", 2.5), ("observe", 0.5)]
+
+
+def test_the_tallies_fold_at_every_scrape_as_the_cells_would_have_moved() -> None:
+    # Given a worker's metrics fed through its tallies (this prometheus_client has the cells) and one fed publicly
+    tallied, public = WorkerMetrics(["a"]), WorkerMetrics(["a"])
+    assert tallied.observe == tallied._observe_tallied
+    # When /metrics is read between the attempts and settlements, as well as after them
+    for i, record in enumerate(records()):
+        tallied.observe(record)
+        observed_publicly(public, record)
+        tallied.settle(record.endpoint, SETTLEMENTS[i % len(SETTLEMENTS)])
+        settled_publicly(public, record.endpoint, SETTLEMENTS[i % len(SETTLEMENTS)])
+        if i % 5 == 0:
+            # Then each reading says what the library's own methods made by then, sample for sample
+            assert exposition(tallied) == exposition(public)
+    assert exposition(tallied) == exposition(public)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from warren.core.errors import WarrenError
+from warren.core.frozen import quick_init
 from warren.transport.base import SendResult
 
 __all__ = ["ATTEMPTING", "AttemptRecord", "DeliveryGate", "DeliveryHooks", "EndpointBlocked", "Settlement"]
@@ -23,6 +24,7 @@ log = logging.getLogger("warren.worker")
 ATTEMPTING: ContextVar[str | None] = ContextVar("warren_attempting", default=None)
 
 
+@quick_init
 @dataclass(frozen=True)
 class AttemptRecord:
     """One finished attempt, as logged: what observers (metrics, breakers) receive."""

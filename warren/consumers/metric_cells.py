@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["HistogramCells", "adder", "setter"]
+__all__ = ["HistogramCells", "Tallies", "adder", "setter"]
 
 
 def adder(child: Any) -> Callable[[float], None]:
@@ -50,3 +50,59 @@ class HistogramCells:
             return
         self._sum(value)
         self._incs[bisect_left(self._bounds, value)](1)
+
+
+class Tallies:
+    """Value cells moved as plain numbers, written to the cells just before the registry is read (``fold``).
+
+    ``values`` holds one number a cell: ``count`` and ``histogram`` give its index, and the worker moves it in
+    place (``values[i] += 1``: no call, no lock), where each ``inc`` of a cell is a call that takes its lock. Each
+    number is the cell's whole value, moved by the same additions in the same order as the cell's own ``inc``
+    would be, so what ``fold`` writes (the cell's ``set``) is bit for bit what the cells would hold. Only the
+    worker moves these cells, on its event loop, where ``/metrics`` is served too (folded there first).
+    """
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self._cells: list[Any] = []
+        self._written: list[float] = []
+
+    @staticmethod
+    def usable(counter: Any, histogram: Any) -> bool:
+        """Whether these children (unlabelled, of a throwaway registry) have the cells this reads and writes."""
+        cells = [getattr(counter, "_value", None), getattr(histogram, "_sum", None)]
+        bounds, buckets = getattr(histogram, "_upper_bounds", None), getattr(histogram, "_buckets", None)
+        if not (isinstance(bounds, list) and isinstance(buckets, list) and len(bounds) == len(buckets) > 0):
+            return False
+        return bounds[-1] == float("inf") and all(
+            callable(getattr(cell, "get", None)) and callable(getattr(cell, "set", None)) for cell in cells + buckets
+        )
+
+    def _slot(self, cell: Any) -> int:
+        value = cell.get()
+        self.values.append(value)
+        self._cells.append(cell)
+        self._written.append(value)
+        return len(self.values) - 1
+
+    def count(self, child: Any) -> int:
+        """The index of a counter's or a gauge's value."""
+        return self._slot(child._value)
+
+    def histogram(self, child: Any) -> tuple[int, int, list[float]]:
+        """A histogram's: the index of its sum, of its first bucket (the others follow), and its bounds. A value's
+        bucket is the first whose bound is at or above it (``bisect_left``); a NaN goes in none (its sum only)."""
+        total = self._slot(child._sum)
+        first = len(self.values)
+        for bucket in child._buckets:
+            self._slot(bucket)
+        return total, first, child._upper_bounds
+
+    def fold(self) -> None:
+        """Write every number that moved to its cell."""
+        values, written = self.values, self._written
+        for i, cell in enumerate(self._cells):
+            value = values[i]
+            if value != written[i]:
+                cell.set(value)
+                written[i] = value

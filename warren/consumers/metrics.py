@@ -7,6 +7,7 @@ as in the tests, never count into each other.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
-from warren.consumers.metric_cells import HistogramCells, adder, setter
+from warren.consumers.metric_cells import HistogramCells, Tallies, adder, setter
 
 __all__ = ["ADMIN_STATES", "CIRCUIT_STATES", "OUTCOMES", "WorkerMetrics"]
 
@@ -110,11 +111,51 @@ class _AttemptCells:
         return cell
 
 
+class _Fold(Collector):
+    """Registered before the worker's metrics: reading the registry writes the tallies to their cells first."""
+
+    def __init__(self, tallies: Tallies) -> None:
+        self._tallies = tallies
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        self._tallies.fold()
+        return iter(())
+
+
+class _Tallied:
+    """Where one endpoint's attempts move their numbers in ``Tallies.values``: the attempt number's and the
+    request's histograms (sum, first bucket, bounds), the last age's gauge, each outcome's counter, and the age's
+    histogram and the in-place retries' counter once they first move (a series appears when it first moves)."""
+
+    __slots__ = ("age", "attempts", "in_place", "last_age", "number", "request")
+
+    def __init__(self, number: tuple[int, int, list[float]], request: tuple[int, int, list[float]], last_age: int):
+        self.number, self.request, self.last_age = number, request, last_age
+        self.attempts: dict[str, int] = {}
+        self.age: tuple[int, int, list[float]] | None = None
+        self.in_place: int | None = None
+
+
 class WorkerMetrics:
     """Every metric of one worker. ``install(hooks)`` connects it; ``registry`` is what ``/metrics`` serves."""
 
     def __init__(self, endpoints: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        # The per-attempt cells moved as plain numbers (metric_cells.Tallies), when this prometheus_client has them.
+        self._tallies = (
+            Tallies() if Tallies.usable(Counter("c", "c", registry=None), Histogram("h", "h", registry=None)) else None
+        )
+        self._tallied: dict[str, _Tallied] = {}
+        self._counted: dict[str, dict[str, int]] = {}  # endpoint -> how -> its settlement counter's index
+        if self._tallies is not None:
+            self.registry.register(_Fold(self._tallies))  # first: read before the metrics below
+        # What an attempt and a settlement move: through the tallies, or else each cell's own call.
+        self.observe: Callable[[AttemptRecord], None] = (
+            self._observe_cells if self._tallies is None else self._observe_tallied
+        )
+        self.settle: Callable[[str, Settlement], None] = (
+            self._settle_cells if self._tallies is None else self._settle_tallied
+        )
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # (metric, labels) -> child: see _child
         self._cells: dict[tuple[str, str, str], Any] = {}  # (kind, endpoint, label) -> value cell: see _cell
         self._by_endpoint: dict[str, _AttemptCells] = {}  # the cells of each endpoint's attempts, found at once
@@ -244,7 +285,7 @@ class WorkerMetrics:
         )
         return cells
 
-    def observe(self, record: AttemptRecord) -> None:
+    def _observe_cells(self, record: AttemptRecord) -> None:
         endpoint, outcome = record.endpoint, record.outcome
         cells = self._by_endpoint.get(endpoint) or self._attempt_cells(endpoint)
         attempts = cells.attempts
@@ -257,9 +298,12 @@ class WorkerMetrics:
         elif outcome == "retry-in-place":
             (cells.in_place or cells.placed(self._cell("retries", endpoint, "in-place")))(1)
 
-    def settle(self, endpoint: str, how: Settlement) -> None:
+    def _settle_cells(self, endpoint: str, how: Settlement) -> None:
         cells = self._settled.get(endpoint) or self._settled.setdefault(endpoint, {})
         (cells.get(how) or cells.setdefault(how, self._cell("settlements", endpoint, how)))(1)
+        self._moved(endpoint, how)
+
+    def _moved(self, endpoint: str, how: Settlement) -> None:
         child = self._child
         # A move is settled only after RabbitMQ confirmed the copy: each one is a confirm received.
         if how == "retry-scheduled":
@@ -270,3 +314,50 @@ class WorkerMetrics:
             child(self.confirms, endpoint, "dead").inc()
         elif how == "filtered":
             child(self.filtered, endpoint).inc()
+
+    # --- the same, through the tallies (metric_cells.Tallies): what install() connects when they are usable ---
+    def _tallied_of(self, endpoint: str) -> _Tallied:
+        tallies, child = self._tallies, self._child
+        assert tallies is not None
+        cells = self._tallied[endpoint] = _Tallied(
+            tallies.histogram(child(self.attempt_number, endpoint)),
+            tallies.histogram(child(self.request_seconds, endpoint)),
+            tallies.count(child(self.last_age, endpoint)),
+        )
+        return cells
+
+    def _observe_tallied(self, record: AttemptRecord) -> None:
+        """``_observe_cells``, moving the tallies' numbers in place."""
+        endpoint, outcome = record.endpoint, record.outcome
+        cells = self._tallied.get(endpoint) or self._tallied_of(endpoint)
+        values = self._tallies.values  # type: ignore[union-attr]  # install() checked
+        at = cells.attempts.get(outcome)
+        if at is None:
+            at = cells.attempts[outcome] = self._tallies.count(self._child(self.attempts, endpoint, outcome))  # type: ignore[union-attr]
+        values[at] += 1
+        for (total, first, bounds), value in ((cells.number, record.attempt), (cells.request, record.duration)):
+            values[total] += value
+            if value == value:  # a NaN goes in no bucket, as the library does
+                values[first + bisect_left(bounds, value)] += 1
+        values[cells.last_age] = record.age
+        if outcome == "delivered":
+            if cells.age is None:
+                cells.age = self._tallies.histogram(self._child(self.age_seconds, endpoint))  # type: ignore[union-attr]
+            total, first, bounds = cells.age
+            values[total] += record.age
+            if record.age == record.age:
+                values[first + bisect_left(bounds, record.age)] += 1
+        elif outcome == "retry-in-place":
+            if cells.in_place is None:
+                cells.in_place = self._tallies.count(self._child(self.retries, endpoint, "in-place"))  # type: ignore[union-attr]
+            values[cells.in_place] += 1
+
+    def _settle_tallied(self, endpoint: str, how: Settlement) -> None:
+        """``_settle_cells``, the settlement's counter moved in place (the rarer moves' counters as there)."""
+        counted = self._counted.get(endpoint) or self._counted.setdefault(endpoint, {})
+        at = counted.get(how)
+        if at is None:
+            at = counted[how] = self._tallies.count(self._child(self.settlements, endpoint, how))  # type: ignore[union-attr]
+        self._tallies.values[at] += 1  # type: ignore[union-attr]
+        if how in ("retry-scheduled", "dead-lettered", "filtered"):
+            self._moved(endpoint, how)

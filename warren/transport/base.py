@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from warren.core.frozen import quick_init
+
 if TYPE_CHECKING:
     from warren.topology.config import Endpoint
 
@@ -20,6 +22,7 @@ __all__ = ["HISTORY_LIMIT", "Delivery", "Outcome", "SendResult", "Transport", "f
 HISTORY_LIMIT = 5  # attempts kept in the warren-history header: enough to tell the story, bounded in size
 
 
+@quick_init
 @dataclass(frozen=True)
 class Delivery:
     """What the worker needs of one message: the bytes to POST and Warren's bookkeeping."""
@@ -67,6 +70,7 @@ class Outcome(enum.Enum):
     DISABLE = "disable"  # the sink is gone: park its messages, attempt nothing more
 
 
+@quick_init
 @dataclass(frozen=True)
 class SendResult:
     """One attempt's result, transport-neutral: the outcome class and the facts behind it."""
