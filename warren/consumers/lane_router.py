@@ -39,7 +39,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker import wire
-from warren.broker.amqp.confirm import Turns, await_turn, end_turn
+from warren.broker.amqp.confirm import Outgoing, Turns, await_turn, end_turn
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.admission import wanted
 from warren.consumers.claimed_partitions import ClaimedPartitions
@@ -277,7 +277,8 @@ class LaneRouter:
         if endpoint.home != "lane":  # an owed copy following the endpoint to its own queues, as its lane's copies do
             what = f"event {message.message_id} owed to endpoint {endpoint.name}, promoted"
             exchange = names.endpoint_exchange(self.prefix, endpoint.name)
-            await self._publisher.publish(exchange, wire.onward(message, headers), message.routing_key or "", what=what)
+            copied = Outgoing.of(wire.onward(message, headers))
+            await self._publisher.publish(exchange, copied, message.routing_key or "", what=what)
             return
         if endpoint.ordering == "key":
             lane = names.ordered_lane_queue(self.prefix, names.ordered_lane_of(endpoint.name, key, self.ordered_lanes))
@@ -291,7 +292,11 @@ class LaneRouter:
                     return
             lane = names.lane_queue(self.prefix, names.lane_of(endpoint.name, self.lanes))
         what = f"event {message.message_id} for lane endpoint {endpoint.name}"
-        await self._publisher.publish("", wire.onward(message, headers), lane, what=what)
+        # Written with the other copies ready in the same loop iteration, under one lock round of the channel
+        # (publish_frames.py): through aio-pika each copy held the channel's lock until the connection's writer
+        # had sent it, so a busy loop capped the copies at a few dozen a second (bench/README.md, "The copies
+        # waited for the channel's lock").
+        await self._publisher.publish("", Outgoing.of(wire.onward(message, headers)), lane, what=what)
         self.copies += 1
 
     async def _ack(self, message: AbstractIncomingMessage) -> None:

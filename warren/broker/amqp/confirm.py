@@ -57,6 +57,12 @@ class Outgoing(NamedTuple):
     body: bytes
     properties: spec.Basic.Properties
 
+    @classmethod
+    def of(cls, message: AbstractMessage) -> Outgoing:
+        """``message`` as aio-pika's ``Exchange.publish`` sends it (its body, its ``properties``), for the batched
+        writes of ``ConfirmChannel.publish`` (publish_frames.py) in place of one channel-lock round per publish."""
+        return cls(message.body, message.properties)
+
 
 # What RabbitMQ and the link answer a publish with, that answer_error maps to Warren's errors.
 ANSWERS: tuple[type[BaseException], ...] = (aiormq.exceptions.AMQPError, *LINK_ERRORS, asyncio.CancelledError)
