@@ -98,6 +98,14 @@ class Tallies:
             self._slot(bucket)
         return total, first, child._upper_bounds
 
+    def observe(self, histogram: tuple[int, int, list[float]], value: float) -> None:
+        """Move ``histogram``'s numbers (``histogram``'s answer) as its ``observe(value)`` would its cells."""
+        total, first, bounds = histogram
+        values = self.values
+        values[total] += value
+        if value == value:  # a NaN goes in no bucket, as the library does
+            values[first + bisect_left(bounds, value)] += 1
+
     def fold(self) -> None:
         """Write every number that moved to its cell."""
         values, written = self.values, self._written

@@ -7,7 +7,6 @@ as in the tests, never count into each other.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -330,26 +329,23 @@ class WorkerMetrics:
         """``_observe_cells``, moving the tallies' numbers in place."""
         endpoint, outcome = record.endpoint, record.outcome
         cells = self._tallied.get(endpoint) or self._tallied_of(endpoint)
-        values = self._tallies.values  # type: ignore[union-attr]  # install() checked
+        tallies = self._tallies
+        assert tallies is not None  # __init__ chose this method only with them
+        values = tallies.values
         at = cells.attempts.get(outcome)
         if at is None:
-            at = cells.attempts[outcome] = self._tallies.count(self._child(self.attempts, endpoint, outcome))  # type: ignore[union-attr]
+            at = cells.attempts[outcome] = tallies.count(self._child(self.attempts, endpoint, outcome))
         values[at] += 1
-        for (total, first, bounds), value in ((cells.number, record.attempt), (cells.request, record.duration)):
-            values[total] += value
-            if value == value:  # a NaN goes in no bucket, as the library does
-                values[first + bisect_left(bounds, value)] += 1
+        tallies.observe(cells.number, record.attempt)
+        tallies.observe(cells.request, record.duration)
         values[cells.last_age] = record.age
         if outcome == "delivered":
             if cells.age is None:
-                cells.age = self._tallies.histogram(self._child(self.age_seconds, endpoint))  # type: ignore[union-attr]
-            total, first, bounds = cells.age
-            values[total] += record.age
-            if record.age == record.age:
-                values[first + bisect_left(bounds, record.age)] += 1
+                cells.age = tallies.histogram(self._child(self.age_seconds, endpoint))
+            tallies.observe(cells.age, record.age)
         elif outcome == "retry-in-place":
             if cells.in_place is None:
-                cells.in_place = self._tallies.count(self._child(self.retries, endpoint, "in-place"))  # type: ignore[union-attr]
+                cells.in_place = tallies.count(self._child(self.retries, endpoint, "in-place"))
             values[cells.in_place] += 1
 
     def _settle_tallied(self, endpoint: str, how: Settlement) -> None:
@@ -359,5 +355,4 @@ class WorkerMetrics:
         if at is None:
             at = counted[how] = self._tallies.count(self._child(self.settlements, endpoint, how))  # type: ignore[union-attr]
         self._tallies.values[at] += 1  # type: ignore[union-attr]
-        if how in ("retry-scheduled", "dead-lettered", "filtered"):
-            self._moved(endpoint, how)
+        self._moved(endpoint, how)
