@@ -125,3 +125,21 @@ def test_the_tallies_fold_at_every_scrape_as_the_cells_would_have_moved() -> Non
             # Then each reading says what the library's own methods made by then, sample for sample
             assert exposition(tallied) == exposition(public)
     assert exposition(tallied) == exposition(public)
+
+
+def test_a_read_restricted_to_some_names_folds_the_tallies_too() -> None:
+    # Given a worker's metrics fed through its tallies, never read yet
+    metrics = WorkerMetrics(["a"])
+    assert metrics.observe == metrics._observe_tallied
+    for record in records():
+        metrics.observe(record)
+        metrics.settle(record.endpoint, "acked")
+    # When a scrape asks for two names only (``name[]``: prometheus_client's restricted registry)
+    wanted = ["warren_delivery_attempts_total", "warren_settlements_total"]
+    text = generate_latest(metrics.registry.restricted_registry(wanted)).decode()  # type: ignore[arg-type]
+    # Then it says what the attempts and settlements made, not the zeros of the cells before any fold
+    delivered = sum(1 for r in records() if r.endpoint == "a" and r.outcome == "delivered")
+    assert f'warren_delivery_attempts_total{{endpoint="a",outcome="delivered"}} {float(delivered)}' in text
+    acked = sum(1 for r in records() if r.endpoint == "b")
+    assert f'warren_settlements_total{{endpoint="b",how="acked"}} {float(acked)}' in text
+    assert "warren_request_duration_seconds" not in text  # restricted: only what was asked for

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from warren.consumers.hooks import AttemptRecord, DeliveryHooks, Settlement
@@ -111,14 +111,20 @@ class _AttemptCells:
 
 
 class _Fold(Collector):
-    """Registered before the worker's metrics: reading the registry writes the tallies to their cells first."""
+    """The tallied metrics, registered as one collector: reading them writes the tallies to their cells first. It
+    owns their names, so a read restricted to some names (``registry.restricted_registry``, ``name[]``) folds too."""
 
-    def __init__(self, tallies: Tallies) -> None:
-        self._tallies = tallies
+    def __init__(self, tallies: Tallies, metrics: Iterable[Collector]) -> None:
+        self._tallies, self._metrics = tallies, tuple(metrics)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def describe(self) -> Iterator[Metric]:
+        for metric in self._metrics:
+            yield from metric.describe()  # type: ignore[attr-defined]
+
+    def collect(self) -> Iterator[Metric]:
         self._tallies.fold()
-        return iter(())
+        for metric in self._metrics:
+            yield from metric.collect()
 
 
 class _Tallied:
@@ -146,8 +152,6 @@ class WorkerMetrics:
         )
         self._tallied: dict[str, _Tallied] = {}
         self._counted: dict[str, dict[str, int]] = {}  # endpoint -> how -> its settlement counter's index
-        if self._tallies is not None:
-            self.registry.register(_Fold(self._tallies))  # first: read before the metrics below
         # What an attempt and a settlement move: through the tallies, or else each cell's own call.
         self.observe: Callable[[AttemptRecord], None] = (
             self._observe_cells if self._tallies is None else self._observe_tallied
@@ -160,45 +164,46 @@ class WorkerMetrics:
         self._by_endpoint: dict[str, _AttemptCells] = {}  # the cells of each endpoint's attempts, found at once
         self._settled: dict[str, dict[str, Callable[[float], None]]] = {}  # endpoint -> how -> its counter's cell
         r = self.registry
+        t = None if self._tallies is not None else r  # the tallied metrics: registered through _Fold below
         self.attempts = Counter(
             "warren_delivery_attempts",
             "HTTP delivery attempts, by endpoint and outcome "
             "(delivered, retry, retry-in-place, exhausted, dead, disabled, parked).",
             ["endpoint", "outcome"],
-            registry=r,
+            registry=t,
         )
         self.attempt_number = Histogram(
             "warren_delivery_attempt_number",
             "The number of each attempt made (1 = first try): how far into their retry budget deliveries go.",
             ["endpoint"],
             buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50, 100),
-            registry=r,
+            registry=t,
         )
         self.request_seconds = Histogram(
             "warren_request_duration_seconds",
             "Duration of the HTTP request of each attempt.",
             ["endpoint"],
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=r,
+            registry=t,
         )
         self.age_seconds = Histogram(
             "warren_delivery_age_seconds",
             "End to end: seconds from publish (or replay) to the successful delivery.",
             ["endpoint"],
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 6 * 3600, 86400, 3 * 86400),
-            registry=r,
+            registry=t,
         )
         self.last_age = Gauge(
             "warren_last_attempt_age_seconds",
             "Age of the message most recently attempted (for an ordered partition: its head).",
             ["endpoint"],
-            registry=r,
+            registry=t,
         )
         self.retries = Counter(
             "warren_retries_scheduled",
             "Retries scheduled: into the delay chain (confirmed), or held in place for an ordered endpoint.",
             ["endpoint", "where"],
-            registry=r,
+            registry=t,
         )
         self.dead = Counter(
             "warren_dead_lettered", "Messages moved to the endpoint's DLQ (confirmed).", ["endpoint"], registry=r
@@ -209,7 +214,7 @@ class WorkerMetrics:
             "lane's surplus), discarded (moved by an earlier, deleted endpoint of the same name), filtered (its "
             "payload filter did not pass).",
             ["endpoint", "how"],
-            registry=r,
+            registry=t,
         )
         self.filtered = Counter(
             "warren_filtered",
@@ -224,6 +229,9 @@ class WorkerMetrics:
             registry=r,
         )
         self.ready = Gauge("warren_worker_ready", "1 when the worker is connected and consuming.", registry=r)
+        if self._tallies is not None:
+            tallied = (self.attempts, self.attempt_number, self.request_seconds, self.age_seconds, self.last_age)
+            self.registry.register(_Fold(self._tallies, (*tallied, self.retries, self.settlements)))
         self._kinds: dict[str, tuple[Any, Callable[[Any], Any]]] = {
             "attempts": (self.attempts, adder),
             "number": (self.attempt_number, HistogramCells),
