@@ -144,7 +144,14 @@ class _Tallied:
 class WorkerMetrics:
     """Every metric of one worker. ``install(hooks)`` connects it; ``registry`` is what ``/metrics`` serves."""
 
-    def __init__(self, endpoints: Iterable[str] = (), registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        endpoints: Iterable[str] = (),
+        registry: CollectorRegistry | None = None,
+        series: Callable[[str], str] | None = None,
+    ) -> None:
+        """``series`` names the series an endpoint's attempts and settlements count in (``worker.metrics_lane_
+        endpoints = "by-lane"``: a lane endpoint's are its lane's, "(lane N)"); by default, its own name."""
         self.registry = registry or CollectorRegistry()
         # The per-attempt cells moved as plain numbers (metric_cells.Tallies), when this prometheus_client has them.
         self._tallies = (
@@ -159,6 +166,11 @@ class WorkerMetrics:
         self.settle: Callable[[str, Settlement], None] = (
             self._settle_cells if self._tallies is None else self._settle_tallied
         )
+        if series is not None:  # the same, each endpoint's numbers in its series
+            self._series = series
+            self._observe_as: Callable[[AttemptRecord, str], None] = self.observe
+            self._settle_as = self.settle
+            self.observe, self.settle = self._observe_in_series, self._settle_in_series
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # (metric, labels) -> child: see _child
         self._cells: dict[tuple[str, str, str], Any] = {}  # (kind, endpoint, label) -> value cell: see _cell
         self._by_endpoint: dict[str, _AttemptCells] = {}  # the cells of each endpoint's attempts, found at once
@@ -292,8 +304,14 @@ class WorkerMetrics:
         )
         return cells
 
-    def _observe_cells(self, record: AttemptRecord) -> None:
-        endpoint, outcome = record.endpoint, record.outcome
+    def _observe_in_series(self, record: AttemptRecord) -> None:
+        self._observe_as(record, self._series(record.endpoint))
+
+    def _settle_in_series(self, endpoint: str, how: Settlement) -> None:
+        self._settle_as(self._series(endpoint), how)
+
+    def _observe_cells(self, record: AttemptRecord, endpoint: str | None = None) -> None:
+        endpoint, outcome = endpoint or record.endpoint, record.outcome
         cells = self._by_endpoint.get(endpoint) or self._attempt_cells(endpoint)
         attempts = cells.attempts
         (attempts.get(outcome) or attempts.setdefault(outcome, self._cell("attempts", endpoint, outcome)))(1)
@@ -333,9 +351,9 @@ class WorkerMetrics:
         )
         return cells
 
-    def _observe_tallied(self, record: AttemptRecord) -> None:
+    def _observe_tallied(self, record: AttemptRecord, endpoint: str | None = None) -> None:
         """``_observe_cells``, moving the tallies' numbers in place."""
-        endpoint, outcome = record.endpoint, record.outcome
+        endpoint, outcome = endpoint or record.endpoint, record.outcome
         cells = self._tallied.get(endpoint) or self._tallied_of(endpoint)
         tallies = self._tallies
         assert tallies is not None  # __init__ chose this method only with them

@@ -17,9 +17,9 @@ from warren.consumers.metrics import WorkerMetrics
 from warren.core.errors import WarrenError
 from warren.serving.guard import GuardedSite, ServerLimits
 from warren.serving.server import guard_app
-from warren.topology.config import WorkerSettings
+from warren.topology.config import Endpoint, WorkerSettings
 
-__all__ = ["MetricsServer", "serve_worker_metrics"]
+__all__ = ["MetricsServer", "lane_label", "lane_series", "series_at_start", "serve_worker_metrics"]
 
 
 class MetricsServer:
@@ -86,16 +86,23 @@ async def serve_worker_metrics(
     endpoint_states: Callable[[], Mapping[str, tuple[str, str]]],
     is_ready: Callable[[], bool],
     attempt_log: Callable[[], tuple[int, int]] | None = None,
+    lane_of: Callable[[str], int | None] | None = None,
 ) -> MetricsServer | None:
     """Metrics for a worker wired into its hooks and served, when ``settings.metrics_port`` is set.
 
     The worker hands over callables (deliveries in flight per endpoint, circuit and admin states, readiness,
     the attempt log's dropped and buffered records when it records)
-    rather than itself, so that this module does not import the worker.
+    rather than itself, so that this module does not import the worker. With ``worker.metrics_lane_endpoints =
+    "by-lane"``, ``lane_of`` (an endpoint's lane, None for a dedicated one) puts lane endpoints' numbers in their
+    lane's series (docs/operations.md, "Metrics at scale").
     """
     if settings.metrics_port is None:
         return None
-    metrics = WorkerMetrics(endpoints)
+    series = None
+    if settings.metrics_lane_endpoints == "by-lane" and lane_of is not None:
+        series = lane_series(lane_of)
+        in_flight, endpoint_states = _summed(in_flight, series), _unusual_lane_states(endpoint_states, lane_of)
+    metrics = WorkerMetrics(endpoints, series=series)
     metrics.install(hooks)
     metrics.track_in_flight(in_flight)
     metrics.track_endpoint_states(endpoint_states)
@@ -105,3 +112,50 @@ async def serve_worker_metrics(
     server = MetricsServer(metrics, is_ready, settings.metrics_host, settings.metrics_port, limits)
     await server.start()
     return server
+
+
+def series_at_start(endpoints: Iterable[Endpoint], lanes: int, settings: WorkerSettings) -> list[str]:
+    """The series present from the start (at 0): every endpoint's, or with ``metrics_lane_endpoints = "by-lane"``
+    and ``lanes`` on, the dedicated endpoints' and each lane's."""
+    if settings.metrics_lane_endpoints == "each" or not lanes:
+        return [e.name for e in endpoints]
+    return [e.name for e in endpoints if e.home != "lane"] + [lane_label(n) for n in range(lanes)]
+
+
+def lane_label(lane: int) -> str:
+    """A lane's series, "(lane N)": no endpoint name has parentheses, so the two never meet."""
+    return f"(lane {lane})"
+
+
+def lane_series(lane_of: Callable[[str], int | None]) -> Callable[[str], str]:
+    """An endpoint's series: its name, or for a lane endpoint its lane's (``lane_label``)."""
+
+    def series(endpoint: str) -> str:
+        lane = lane_of(endpoint)
+        return endpoint if lane is None else lane_label(lane)
+
+    return series
+
+
+def _summed(source: Callable[[], Mapping[str, int]], series: Callable[[str], str]) -> Callable[[], dict[str, int]]:
+    def summed() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for endpoint, count in source().items():
+            key = series(endpoint)
+            out[key] = out.get(key, 0) + count
+        return out
+
+    return summed
+
+
+def _unusual_lane_states(
+    source: Callable[[], Mapping[str, tuple[str, str]]], lane_of: Callable[[str], int | None]
+) -> Callable[[], dict[str, tuple[str, str]]]:
+    """Dedicated endpoints' states, and lane endpoints' only while not closed and active: the ones to look at."""
+
+    def states() -> dict[str, tuple[str, str]]:
+        return {
+            name: state for name, state in source().items() if state != ("closed", "active") or lane_of(name) is None
+        }
+
+    return states

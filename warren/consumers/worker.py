@@ -26,7 +26,7 @@ from warren.consumers.hooks import DeliveryHooks
 from warren.consumers.lane_runners import Runners, deferrable
 from warren.consumers.lane_stage import LaneStage, open_runner
 from warren.consumers.live_endpoints import LiveEndpoints
-from warren.consumers.metrics_server import MetricsServer, serve_worker_metrics
+from warren.consumers.metrics_server import MetricsServer, series_at_start, serve_worker_metrics
 from warren.consumers.partition_claims import PartitionClaims
 from warren.core.errors import WarrenError
 from warren.serving.server import stop_on_signals
@@ -113,12 +113,13 @@ class Worker:
         # First, so that /healthz answers (and /readyz says 503) while the worker connects.
         self.metrics_server = await serve_worker_metrics(
             self.config.worker,
-            [e.name for e in self.endpoints],
+            series_at_start(self.endpoints, self.config.lanes.count if self.lanes else 0, self.config.worker),
             self.hooks,
             in_flight=lambda: {name: runner.in_flight for name, runner in self.runners.items()},
             endpoint_states=self._endpoint_states,
             is_ready=self._is_ready,
             attempt_log=self._attempt_log_figures if self.recorder is not None else None,
+            lane_of=lambda name: getattr(self.runners.get(name), "lane", None),  # a SharedHomeRunner's
         )
         self.connection = await connect(self.config.broker.urls, name=f"{self.name}-{os.getpid()}")
         log.info("worker connected")  # the startup's steps are logged, so a start that does not end shows where

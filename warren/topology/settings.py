@@ -280,6 +280,7 @@ class WorkerSettings(_Frozen):
     metrics_host: str = "127.0.0.1"
     metrics_header_timeout: PositiveDuration = 10.0
     metrics_max_connections: int = Field(default=64, ge=1)
+    metrics_lane_endpoints: Literal["each", "by-lane"] = "each"  # a lane endpoint's series: its own, or its lane's
     rebalance_interval: PositiveDuration = 5.0
     state_refresh_interval: PositiveDuration = 3600.0  # re-append endpoint-state records in force (docs/health.md)
     # The attempt log (docs/configuration.md): each attempt published as a record on {prefix}.attempts, in batches
