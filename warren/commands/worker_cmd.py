@@ -29,6 +29,7 @@ def worker(
     # Here, not above: `warren worker --help` need not import aio-pika, aiohttp and OpenTelemetry.
     from warren.consumers.attempt_log import configure_logging
     from warren.consumers.worker import Worker
+    from warren.core.collector import raise_young_threshold
     from warren.tracing.sdk import process_tracing
 
     cfg = load(config, signing=True)
@@ -42,6 +43,7 @@ def worker(
         instance = Worker(cfg, names)
     except WarrenError as exc:
         fail(str(exc), EXIT_USAGE)
+    raise_young_threshold()  # hundreds of deliveries in flight: warren/core/collector.py says why
     with process_tracing("warren-worker"):
         run(instance.run(), service=True)
 

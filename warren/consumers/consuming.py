@@ -20,6 +20,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.channels import close_channel, consume_on, queue_on
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
+from warren.broker.amqp.direct_consumer import consume_directly
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.claimed_partitions import consume_again
 from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
@@ -91,7 +92,9 @@ class EndpointConsumers:
             self._consumer_tags[name], self._tag_queue[tag] = tag, name
             try:
                 if not self.ordered:
-                    await uninterrupted(self._queues[name].consume(self._on_message, consumer_tag=tag))
+                    queue = self._queues[name]
+                    await uninterrupted(queue.consume(self._on_message, consumer_tag=tag))
+                    await uninterrupted(consume_directly(queue, tag, self._on_message))  # one task a message, not two
                 else:
                     await self._consume_partition(name, tag)
             except BaseException:
