@@ -16,8 +16,10 @@ from warren.topology.config import WarrenConfig
 
 
 def write_config(directory: Path, config: WarrenConfig, name: str = "warren.toml") -> Path:
-    """The configuration as a TOML file a subprocess can load (secrets written out in whsec_ form)."""
-    data = config.model_dump(mode="json", exclude_none=True)
+    """The configuration as a TOML file a subprocess can load (secrets written out in whsec_ form). Only what differs
+    from the defaults is written, as a user writes it: a bench's baseline checkout (bench/worker_variant.py
+    --source) loads the file too, and refuses the keys it does not know yet."""
+    data = config.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     path = directory / name
     path.write_text(tomli_w.dumps(data))
     return path
