@@ -54,6 +54,13 @@ async def slow_and_fast(
     )
 
 
+def long_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bar that outlasts the test: a test that asserts an endpoint is barred after its waits (up to 45 s each on a
+    loaded machine) must not find the default 30 s bar already over (it did once, in a CI run's 3.10 leg)."""
+    monkeypatch.setattr(lane_inline, "BAR_BASE", 3600.0)
+    monkeypatch.setattr(lane_inline, "BAR_MAX", 3600.0)
+
+
 def prove(policy: InlinePolicy, *names: str) -> None:
     """Given endpoints already seen answering fast (an attempt through their lane): they may have inline ones."""
     for name in names:
@@ -134,6 +141,7 @@ async def test_a_slow_endpoint_is_barred_from_the_inline_path_and_holds_no_lane_
     # most), a lane endpoint whose replies are withheld until the test releases them (1 s at least; concurrency
     # 4) and a fast one
     monkeypatch.setattr(lane_inline, "SLOW", 0.3)
+    long_bar(monkeypatch)
     release = asyncio.Event()
 
     async def withheld(_: Receiver, request: Any, __: bytes) -> Reply:
@@ -375,6 +383,7 @@ async def test_events_waiting_for_a_hanging_endpoint_s_slot_go_to_its_lane_once_
     # Given an inline delivery counted slow past 0.3 s, a router window of 64 (16 an endpoint), a lane endpoint
     # seen fast (concurrency 2) whose replies are now withheld until the test releases them, and a fast one
     monkeypatch.setattr(lane_inline, "SLOW", 0.3)
+    long_bar(monkeypatch)
     release = held_replies(receiver, "/hangs-wait")
     config = await slow_and_fast(endpoint_config, receiver, ("hangs-wait", "fast-wait"), concurrency=2, window=64)
     slow = [Event(type="slow.x", data={"n": i}) for i in range(8)]
