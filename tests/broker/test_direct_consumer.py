@@ -9,6 +9,7 @@ import aio_pika
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
+from warren.broker.amqp.channels import consume_on
 from warren.broker.amqp.direct_consumer import consume_directly
 
 
@@ -52,6 +53,49 @@ async def test_messages_reach_the_callback_as_aio_pika_made_them_in_one_task_and
 
         # A consumer that is gone is left alone.
         assert await consume_directly(queue, tag, on_message) is False
+        await queue.delete(if_unused=False, if_empty=False)
+    finally:
+        await connection.close()
+
+
+@pytest.mark.timeout(20)
+async def test_consume_on_hands_a_partition_s_messages_over_in_one_task_in_the_order_they_came(
+    amqp_url: str, prefix: str
+) -> None:
+    # Given a queue consumed the way an ordered endpoint's partitions, claimed partitions and parks are, with 10
+    # messages waiting when it is consumed (the first of them may reach the callback through aio-pika's own task,
+    # before consume_on replaces it) and 10 published after
+    connection = await aio_pika.connect_robust(amqp_url)
+    try:
+        setup = await connection.channel()
+        queue = await setup.declare_queue(f"{prefix}.direct-on", durable=True, arguments={"x-queue-type": "quorum"})
+
+        async def publish(numbers: range) -> None:
+            for i in numbers:
+                await setup.default_exchange.publish(aio_pika.Message(f"m{i}".encode()), routing_key=queue.name)
+
+        await publish(range(10))
+        seen: list[tuple[bytes, str]] = []
+
+        async def dispatch(message: AbstractIncomingMessage) -> None:  # as a partition's: order set before any wait
+            task = asyncio.current_task()
+            assert task is not None
+            seen.append((message.body, getattr(task.get_coro(), "__qualname__", "")))
+            await asyncio.sleep(0.001 * (20 - len(seen)))  # the earlier ones wait longer
+            await message.ack()
+
+        # When it is consumed through consume_on
+        channel = await connection.channel()
+        consumed = await consume_on(channel, queue.name, 20, dispatch, f"{prefix}-on")
+        await publish(range(10, 20))
+        deadline = time.monotonic() + 5
+        while len(seen) < 20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        # Then every message reached the callback in the order published, across the switch of path too, and those
+        # published after the consume in aiormq's task
+        assert [body for body, _ in seen] == [f"m{i}".encode() for i in range(20)]
+        assert {coro for _, coro in seen[10:]} == {"_delivered"}
+        await consumed.cancel(f"{prefix}-on")
         await queue.delete(if_unused=False, if_empty=False)
     finally:
         await connection.close()

@@ -38,6 +38,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel, queue_on
+from warren.broker.amqp.direct_consumer import consume_directly
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
@@ -224,7 +225,9 @@ class LaneConsumer:
             lane.channel = await connection.channel()
             lane.queue = await queue_on(lane.channel, lane.name, self.prefetch)  # closed by close() if anything fails
             lane.tag = new_consumer_tag()  # known before the consume: a delivery settled at once finds its batcher
-            await uninterrupted(lane.queue.consume(functools.partial(self._on_message, lane), consumer_tag=lane.tag))
+            on_message = functools.partial(self._on_message, lane)
+            await uninterrupted(lane.queue.consume(on_message, consumer_tag=lane.tag))
+            await uninterrupted(consume_directly(lane.queue, lane.tag, on_message))  # one task a message, not two
 
     async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()

@@ -9,6 +9,14 @@ the same ``IncomingMessage`` and awaits ``callback`` in aiormq's own task. Every
 the consume, its consumer tag, the robust queue's record of it; a cancellation reaches the callback the same way
 (aiormq cancels its task as it closes the channel, where it cancelled the task that awaited the callback's).
 
+Used for every consume Warren makes with a callback: an unordered endpoint's work queue (consuming.py), an
+ordered endpoint's partitions, claimed partitions and park queues (``channels.consume_on``), and the shared lanes
+(lanes.py). For an ordered partition the callback is its key lanes' ``dispatch``, which runs a key's lane in the
+task of the delivery that found none running: that is now aiormq's task. Deliveries still start in the order they
+came (aiormq starts their tasks in that order, and each runs its callback up to its first wait at its first step),
+across the switch too: a delivery aio-pika's consumer took before the replacement starts its callback's task at its
+task's first step, one loop step before any later delivery's task can first run (tests/broker/test_direct_consumer.py).
+
 A consume that aio-pika makes again on its own (after a reconnect, or a queue deleted and declared again, see
 cancelled_consumers.py) registers its own consumer again: the messages then go through the second task as before
 until the caller consumes again. Only what the caller asks for is replaced, and only while the tag is the one
