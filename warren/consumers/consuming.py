@@ -20,7 +20,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.channels import close_channel, consume_on, queue_on
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS
-from warren.broker.amqp.direct_consumer import consume_directly
+from warren.broker.amqp.direct_consumer import consume_in_one_task
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.claimed_partitions import consume_again
 from warren.consumers.key_lanes import PartitionLanes, new_consumer_tag
@@ -92,9 +92,7 @@ class EndpointConsumers:
             self._consumer_tags[name], self._tag_queue[tag] = tag, name
             try:
                 if not self.ordered:
-                    queue = self._queues[name]
-                    await uninterrupted(queue.consume(self._on_message, consumer_tag=tag))
-                    await uninterrupted(consume_directly(queue, tag, self._on_message))  # one task a message, not two
+                    await consume_in_one_task(self._queues[name], self._on_message, tag)
                 else:
                     await self._consume_partition(name, tag)
             except BaseException:

@@ -38,7 +38,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractQueue
 from warren.broker import wire
 from warren.broker.amqp.ack_batcher import AckBatcher
 from warren.broker.amqp.channels import close_channel, queue_on
-from warren.broker.amqp.direct_consumer import consume_directly
+from warren.broker.amqp.direct_consumer import consume_in_one_task
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.consumers.decision import HandBack
 from warren.consumers.delivery import Delivery
@@ -225,9 +225,7 @@ class LaneConsumer:
             lane.channel = await connection.channel()
             lane.queue = await queue_on(lane.channel, lane.name, self.prefetch)  # closed by close() if anything fails
             lane.tag = new_consumer_tag()  # known before the consume: a delivery settled at once finds its batcher
-            on_message = functools.partial(self._on_message, lane)
-            await uninterrupted(lane.queue.consume(on_message, consumer_tag=lane.tag))
-            await uninterrupted(consume_directly(lane.queue, lane.tag, on_message))  # one task a message, not two
+            await consume_in_one_task(lane.queue, functools.partial(self._on_message, lane), lane.tag)
 
     async def _on_message(self, lane: _Lane, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()

@@ -22,7 +22,7 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
 from warren.broker.amqp.connection import CONNECTION_EXCEPTIONS, closing
-from warren.broker.amqp.direct_consumer import consume_directly
+from warren.broker.amqp.direct_consumer import consume_in_one_task
 from warren.broker.amqp.uninterrupted import uninterrupted
 from warren.core.deadlines import within
 from warren.core.errors import TopologyError
@@ -89,8 +89,7 @@ async def consume_on(
     beside the next try's."""
     try:
         queue = await queue_on(channel, queue_name, prefetch)
-        await uninterrupted(queue.consume(callback, consumer_tag=tag))
-        await uninterrupted(consume_directly(queue, tag, callback))  # one task a message, not two
+        await consume_in_one_task(queue, callback, tag)
     except BaseException:
         await close_channel(channel)
         raise

@@ -33,7 +33,9 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractQueue
 from aio_pika.message import IncomingMessage
 from aiormq.abc import DeliveredMessage
 
-__all__ = ["consume_directly"]
+from warren.broker.amqp.uninterrupted import uninterrupted
+
+__all__ = ["consume_directly", "consume_in_one_task"]
 
 
 async def _delivered(callback: Callable[[AbstractIncomingMessage], Awaitable[Any]], message: DeliveredMessage) -> None:
@@ -51,3 +53,13 @@ async def consume_directly(
         return False
     consumers[tag] = functools.partial(_delivered, callback)
     return True
+
+
+async def consume_in_one_task(
+    queue: AbstractQueue, callback: Callable[[AbstractIncomingMessage], Awaitable[Any]], tag: str
+) -> None:
+    """Consume ``queue`` under ``tag`` with ``callback``, each message then handled in aiormq's task
+    (``consume_directly``); each step never cut (broker/amqp/uninterrupted.py). Every consume Warren makes with a
+    callback goes through here."""
+    await uninterrupted(queue.consume(callback, consumer_tag=tag))
+    await uninterrupted(consume_directly(queue, tag, callback))
