@@ -110,9 +110,10 @@ async def ordered_beside_unordered(
             for n in partitions
         }
         results: dict[str, Rows] = {label: [] for label in variants}
-        for _ in range(runs):
-            for label, workload in variants.items():
-                results[label].append(await one_run(workload, system, workdir, scale=scale))
+        labels = list(variants)
+        for run in range(runs):  # the order rotated round by round: no variant always follows the biggest teardown
+            for label in labels[run % len(labels) :] + labels[: run % len(labels)]:
+                results[label].append(await one_run(variants[label], system, workdir, scale=scale))
         for label, rows in results.items():
             shown = target = "-"
             if label != "unordered":
