@@ -4,7 +4,6 @@ robin (lane_fairness.py, lanes.py) and the router's index (lane_index.py)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -34,16 +33,19 @@ def test_the_inline_policy_forgets_a_proven_and_a_barred_endpoint() -> None:
     assert policy.barred("barred", 3.0) and policy.may("kept", 8, 3.0)
     # When the barred one is forgotten
     policy.forget("barred")
-    # Then nothing of it is kept: neither proven nor barred, and its delivery that ends later leaves no state
-    assert not policy.barred("barred", 3.0) and not policy.may("barred", 8, 3.0)
-    assert "barred" not in policy._proven and "barred" not in policy._states
+    # Then nothing of it is kept: neither proven nor barred (served again, it has a trial as a new endpoint has),
+    # and its delivery that ends later leaves no state
+    assert not policy.barred("barred", 3.0) and policy.on_trial("barred") and policy.may("barred", 8, 3.0)
+    assert "barred" not in policy._proven and "barred" not in policy._states and "barred" not in policy._tried
     policy.ended("barred", 2.5, 2.5)
     assert "barred" not in policy._states and policy.in_flight == 0
     # and the other is as it was
     assert policy.may("kept", 8, 3.0)
-    # and served again, it is proven again through its lane before it has an inline delivery
+    # and served again, its trial made, it is proven again through its lane before it has another inline delivery
+    policy.began("barred", 3.0)
+    assert policy.refusal("barred", 8, 3.1) == "unproven"
     prove(policy, "barred")
-    assert policy.may("barred", 8, 3.0)
+    assert policy.may("barred", 8, 3.1)
 
 
 def test_the_round_robin_forgets_an_endpoints_mean_cost() -> None:
@@ -59,7 +61,8 @@ def test_the_round_robin_forgets_an_endpoints_mean_cost() -> None:
 async def test_a_lane_endpoint_no_longer_served_is_forgotten_by_the_lanes_the_router_and_the_inline_path(
     endpoint_config: Any, receiver: Receiver, publish: Any
 ) -> None:
-    # Given two lane endpoints on one worker whose first events went through their lanes, later ones inline
+    # Given two lane endpoints on one worker whose first events went through their lanes (their trials made
+    # already), later ones inline
     config = await endpoint_config(
         [lane_endpoint(receiver, "gone"), lane_endpoint(receiver, "stays")], lanes={"count": LANES}
     )
@@ -68,6 +71,7 @@ async def test_a_lane_endpoint_no_longer_served_is_forgotten_by_the_lanes_the_ro
     async with Worker(config) as worker:
         assert worker.lanes is not None and worker.lanes.router.inline is not None
         stage, inline = worker.lanes, worker.lanes.router.inline
+        inline.policy._tried.update({"gone", "stays"})
         await publish(config, first)
         await receiver.wait_for(lambda r: all(len(r.ok_ids(f"/hook/{n}")) == 4 for n in ("gone", "stays")), 20)
         await wait_until(lambda: {"gone", "stays"} <= inline.policy._proven, 10, "seen answering fast")
@@ -80,7 +84,7 @@ async def test_a_lane_endpoint_no_longer_served_is_forgotten_by_the_lanes_the_ro
         # Then the lanes, the router's index and the inline path keep nothing of it
         assert "gone" not in stage.index and "gone" not in inline.policy._proven
         assert "gone" not in inline.policy._states and "gone" not in inline.started
-        assert not any("gone" in c for c in costs)
-        assert not inline.policy.may("gone", 16, time.monotonic())
+        assert not any("gone" in c for c in costs) and "gone" not in inline.policy._tried
+        assert inline.policy.on_trial("gone")  # served again, it would have a trial as a new endpoint has
         # and the other is served as before
         assert "stays" in stage.index and "stays" in inline.policy._proven and any("stays" in c for c in costs)

@@ -307,11 +307,58 @@ def test_the_oldest_inline_delivery_still_running_decides_whatever_order_the_oth
     assert policy.barred("e", 31.6) and not policy.barred("e", 31.7)
 
 
-async def test_an_endpoint_not_yet_seen_answering_fast_is_served_through_its_lane_holding_no_routed_event(
-    endpoint_config: Any, receiver: Receiver, publish: Any
+async def test_a_new_endpoint_s_events_wait_for_its_trial_inline_and_then_go_inline_with_no_lane_copy(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a lane endpoint new to the worker that answers only once the test lets it (timeout 60 s), and a
-    # lane-mate subscribed to the same events
+    # Given three lane endpoints new to the worker, answering 200; a slow mark of 10 s, so that a loaded machine's
+    # trials still answer within it
+    monkeypatch.setattr(lane_inline, "SLOW", 10.0)
+    endpoints = ["new-a", "new-b", "new-c"]
+    config = await endpoint_config([lane_endpoint(receiver, n) for n in endpoints], lanes={"count": LANES})
+    events = [Event(type="order.paid", data={"n": i}) for i in range(12)]
+    async with Worker(config) as worker:
+        assert worker.lanes is not None and worker.lanes.router.inline is not None
+        router, inline = worker.lanes.router, worker.lanes.router.inline
+        # When 12 events are published at once
+        await publish(config, events)
+        await receiver.wait_for(lambda r: all(r.ok_ids(f"/hook/{n}") == {e.id for e in events} for n in endpoints), 30)
+        async with asyncio.timeout(20):
+            while router.routed < len(events):
+                await asyncio.sleep(0.02)
+        # Then each endpoint's first event was its trial, made inline, and the others waited for its answer and
+        # went inline too: no copy in any lane, none cut
+        assert inline.delivered == 36 and router.copies == 0 and inline.cut == 0, (inline.refused, inline.waited)
+        assert not inline.refused
+    assert len(receiver.received) == 36  # each once
+
+
+def test_a_new_endpoint_has_one_trial_inline_then_its_lane_until_an_attempt_is_fast() -> None:
+    policy = InlinePolicy(window=16)
+    # Given an endpoint new to the router: its first inline delivery is its trial
+    assert policy.may("new", 8, 0.0) and policy.on_trial("new")
+    policy.began("new", 0.0)
+    # Then no second one begins before an attempt of it is fast; its events may wait for that answer a slow mark
+    assert policy.refusal("new", 8, 0.1) == "unproven"
+    assert policy.proof_due("new", 0.1) == policy.slow
+    policy.ended("new", 1.2, 1.2)  # its trial, cut at the slow mark
+    assert policy.refusal("new", 8, 1.3) is not None and policy.proof_due("new", 1.3) is None
+    # and an attempt through its lane that is fast proves it
+    policy.attempted("new", 0.01)
+    assert policy.may("new", 8, 40.0) and not policy.on_trial("new")
+    # An endpoint seen slow since gets no trial (through its lane until a fast attempt); one forgotten gets one again
+    policy.attempted("new", 5.0)
+    assert policy.refusal("new", 8, 41.0) == "unproven"
+    policy.forget("new")
+    assert policy.may("new", 8, 42.0) and policy.on_trial("new")
+
+
+async def test_a_new_endpoint_that_hangs_has_its_trial_cut_at_the_slow_mark_and_is_served_through_its_lane(
+    endpoint_config: Any, receiver: Receiver, publish: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a slow mark of 0.3 s, a lane endpoint new to the worker that answers only once the test lets it
+    # (timeout 60 s), and a lane-mate subscribed to the same events
+    monkeypatch.setattr(lane_inline, "SLOW", 0.3)
+    long_bar(monkeypatch)
     release = held_replies(receiver, "/new-hangs")
     config = await endpoint_config(
         [lane_endpoint(receiver, "new-hangs", timeout="60s"), lane_endpoint(receiver, "new-mate")],
@@ -324,15 +371,17 @@ async def test_an_endpoint_not_yet_seen_answering_fast_is_served_through_its_lan
         # When 8 events are published
         await publish(config, events)
         # Then the mate gets them all, and every event is acked by the router while the hanging endpoint's
-        # attempts are still held: they were made from its lane, not inline (a causal bound: inline, they would
-        # hold their events unacked in the route partitions, and with them the partitions' batched acks)
+        # attempts are still held: its one trial inline was cut at the slow mark and the rest were made from its
+        # lane (a causal bound: inline and uncut, they would hold their events unacked in the route partitions,
+        # and with them the partitions' batched acks)
         await receiver.wait_for(lambda r: r.ok_ids("/hook/new-mate") == {e.id for e in events}, 30)
         async with asyncio.timeout(20):
             while router.routed < len(events):
                 await asyncio.sleep(0.02)
         assert not receiver.ok_ids("/hook/new-hangs")
-        assert router.inline.started["new-hangs"] == 0
-        # and once it answers, each is delivered to it once
+        assert router.inline.started["new-hangs"] == 1 and router.inline.cut == 1
+        assert router.inline.policy.barred("new-hangs", time.monotonic())
+        # and once it answers, each is delivered to it (the cut trial's request may be answered too: a duplicate)
         release.set()
         await receiver.wait_for(lambda r: r.ok_ids("/hook/new-hangs") == {e.id for e in events}, 45)
     assert len(receiver.ok_ids("/hook/new-mate")) == 8

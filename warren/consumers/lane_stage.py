@@ -215,6 +215,7 @@ class LaneStage:
                 "copies": router.copies,
                 "inline_delivered": inline.delivered if inline else 0,
                 "inline_handed": inline.handed if inline else 0,
+                "inline_cut": inline.cut if inline else 0,
                 "inline_refused": dict(inline.refused) if inline else {},
             },
         )
