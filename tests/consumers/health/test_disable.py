@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.health import dlq_count, message_count, operator_inbox, wait_until
+from tests.support.health import dlq_count, operator_inbox, settled_count, wait_until
 from tests.support.processes import write_config
 from tests.support.rabbit import rabbitmqctl, rabbitmqctl_command
 from tests.support.receiver import Receiver, always
@@ -51,7 +51,8 @@ async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
         assert "410" in disabled["data"]["reason"]
         attempted = len(receiver.received)  # what was in flight together when the first 410 came back
         assert 1 <= attempted <= 5
-        assert await message_count(config, work_queue) == 5  # parked, not dead-lettered
+        # parked, not dead-lettered (polled: the closed worker's unacked ones come back a moment after its close)
+        assert await settled_count(config, work_queue, 5) == 5
 
         # When a new worker starts (a worker restart), then it reads the state and takes nothing
         async with Worker(config) as worker:
@@ -67,7 +68,7 @@ async def test_410_disables_across_worker_and_rabbitmq_restarts_until_enabled(
             # Then the state is still there, and still nothing was attempted
             assert health.guards["gone"].view.admin_state == DISABLED
             assert runner.consuming() == [] and len(receiver.received) == attempted
-            assert await message_count(config, work_queue) == 5
+            assert await settled_count(config, work_queue, 5) == 5
 
             # When the endpoint works again and an operator enables it (the real CLI)
             receiver.behaviour = always(200)
