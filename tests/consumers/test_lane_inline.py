@@ -337,9 +337,11 @@ def test_a_new_endpoint_has_one_trial_inline_then_its_lane_until_an_attempt_is_f
     # Given an endpoint new to the router: its first inline delivery is its trial
     assert policy.may("new", 8, 0.0) and policy.on_trial("new")
     policy.began("new", 0.0)
-    # Then no second one begins before an attempt of it is fast; its events may wait for that answer a slow mark
+    # Then no second one begins before an attempt of it is fast; its events may wait for that answer a quarter of
+    # the slow mark (no inline delivery has ended yet: no median to go by)
     assert policy.refusal("new", 8, 0.1) == "unproven"
-    assert policy.proof_due("new", 0.1) == policy.slow
+    assert policy.proof_due("new", 0.1) == policy.slow / 4
+    assert policy.proof_due("new", 0.3) is None
     policy.ended("new", 1.2, 1.2)  # its trial, cut at the slow mark
     assert policy.refusal("new", 8, 1.3) is not None and policy.proof_due("new", 1.3) is None
     # and an attempt through its lane that is fast proves it
@@ -350,6 +352,32 @@ def test_a_new_endpoint_has_one_trial_inline_then_its_lane_until_an_attempt_is_f
     assert policy.refusal("new", 8, 41.0) == "unproven"
     policy.forget("new")
     assert policy.may("new", 8, 42.0) and policy.on_trial("new")
+
+
+def test_a_new_endpoint_s_events_wait_for_its_first_answer_as_long_as_fast_endpoints_take_within_the_slow_mark() -> (
+    None
+):
+    policy = InlinePolicy(window=64, slow=1.0)
+    # Given no inline delivery ended yet: a quarter of the slow mark
+    assert policy.proof_wait() == 0.25
+    # Given fast endpoints answering in 10 ms: still the quarter (a first request connects)
+    for i in range(16):
+        policy.began("fast", float(i))
+        policy.ended("fast", 0.01, float(i) + 0.01)
+    assert policy.proof_wait() == 0.25
+    # Given every endpoint answering in 150 ms: four times that median
+    for i in range(64):
+        policy.began("fast", 100.0 + i)
+        policy.ended("fast", 0.15, 100.15 + i)
+    assert abs(policy.proof_wait() - 0.6) < 1e-9
+    # Given every endpoint answering in 500 ms: never past the slow mark
+    for i in range(64):
+        policy.began("fast", 200.0 + i)
+        policy.ended("fast", 0.5, 200.5 + i)
+    assert policy.proof_wait() == 1.0
+    # And a new endpoint's events wait that long from its trial's start, not longer
+    policy.began("new", 300.0)
+    assert policy.proof_due("new", 300.5) == 301.0 and policy.proof_due("new", 301.0) is None
 
 
 async def test_a_new_endpoint_that_hangs_has_its_trial_cut_at_the_slow_mark_and_is_served_through_its_lane(

@@ -46,7 +46,11 @@ class ClaimedPartitions:
         apart: Apart | None = None,
         unstarted: Unstarted | None = None,
         grace: float = 30.0,
+        straggler_after: float | None = None,
     ) -> None:
+        """``straggler_after``: each partition's acks batched for its window (``AckBatcher.for_window``), an ack
+        waiting that long behind a delivery still unsettled before it goes alone; None: batched as the work
+        queue's are (``AckBatcher()``)."""
         self.queue_names = list(queue_names)
         self.prefetch = prefetch
         self.handle = handle
@@ -54,6 +58,7 @@ class ClaimedPartitions:
         self.apart = apart  # a delivery handled apart from its key's lane (key_lanes.py), or None: it joins it
         self.unstarted = unstarted  # told of deliveries returned with a channel that no lane started (key_lanes.py)
         self.grace = grace
+        self.straggler_after = straggler_after
         self.assigned: list[str] = []
         self.accepting = False
         self._connection: AbstractRobustConnection | None = None
@@ -123,6 +128,8 @@ class ClaimedPartitions:
                 key=self.key,
                 apart=self.apart,
                 unstarted=self.unstarted,
+                prefetch=None if self.straggler_after is None else self.prefetch,
+                straggler_after=self.straggler_after,
             )
             self._lanes[name], self._channels[name] = lanes, channel
             tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes

@@ -20,6 +20,7 @@ BAR_BASE = 30.0  # seconds the first such bar lasts, doubling each time in a row
 BAR_MAX = 600.0  # and at most this
 WINDOW_SHARE = 4  # an endpoint holds at most 1/this of the router's window with inline deliveries
 FREE_SHARE = 8  # and 1/this of the window (one event at least) is never held by inline deliveries
+PROOF_SHARE = 4  # a new endpoint's events wait for its first answer at least 1/this of the slow mark
 
 
 @dataclass
@@ -46,7 +47,7 @@ class InlinePolicy:
         # Endpoints whose last attempt (inline or through their lane) was fast: only they get inline deliveries.
         self._proven: set[str] = set()
         # When this worker first routed to each endpoint not yet proven: its events may wait for its first
-        # attempt's answer only within the slow mark from then (``may_await_proof``).
+        # attempt's answer only within the slow mark from then (``proof_due``).
         self._first_seen: dict[str, float] = {}
         # Endpoints whose trial (their one inline delivery before they are proven, cut at the slow mark) began.
         self._tried: set[str] = set()
@@ -87,11 +88,22 @@ class InlinePolicy:
 
     def proof_due(self, name: str, now: float) -> float | None:
         """Until when an event of ``name``, not yet proven fast, may wait for its first attempt's answer, or None:
-        not at all. Only within the slow mark from its trial's start (or from the first event routed to it,
+        not at all. Only within ``proof_wait`` from its trial's start (or from the first event routed to it,
         when that went through its lane): so a new endpoint that hangs holds the events waiting for it once
-        (within its quarter of the window), for at most the slow mark."""
+        (within its quarter of the window), and for no longer than fast endpoints take to answer, by far."""
         first = self._first_seen.setdefault(name, now)
-        return first + self.slow if first < now < first + self.slow else None
+        due = first + self.proof_wait()
+        return due if first < now < due else None
+
+    def proof_wait(self) -> float:
+        """How long a new endpoint's events may wait for its first answer: ``SLOWER`` times the recent inline
+        deliveries' median, at least a quarter of the slow mark (a first request connects, and a worker's start
+        has no median yet) and at most the slow mark.
+
+        Not the slow mark itself: each waiting event is unacked in its route partition, and a new endpoint's
+        events are spread over them all, so one that hangs left every partition's later acks to go alone (each a
+        settle of its own on the quorum queue) for as long as they waited (docs/deployment.md, "Isolation")."""
+        return min(self.slow, max(self.slow / PROOF_SHARE, SLOWER * self._typical))
 
     def may_wait(self, name: str, waiting: int, waiting_all: int) -> bool:
         """Whether one more event may wait for an inline slot of ``name`` (``waiting`` of its events do already,

@@ -74,6 +74,7 @@ class PartitionLanes:
         apart: Apart | None = None,
         unstarted: Unstarted | None = None,
         prefetch: int | None = None,
+        straggler_after: float | None = None,
     ) -> None:
         self._handle = handle
         # Told of each delivery returned with the channel that no lane ever started (behind its key's head, or
@@ -91,7 +92,14 @@ class PartitionLanes:
         self._finishing: asyncio.Task[None] | None = None
         # This channel's acks, batched (flushed before the channel closes); knowing its window (``prefetch``), they
         # wait longer for company (``AckBatcher.for_window``: a partition sees only its share of the deliveries).
-        self.acks = AckBatcher() if prefetch is None else AckBatcher.for_window(prefetch)
+        # ``straggler_after``: how long an ack waits behind a delivery still unsettled before it goes alone, if
+        # not the window's default.
+        if prefetch is None:
+            self.acks = AckBatcher()
+        elif straggler_after is None:
+            self.acks = AckBatcher.for_window(prefetch)
+        else:
+            self.acks = AckBatcher.for_window(prefetch, straggler_after)
         self._detached: set[asyncio.Task[None]] = set()  # handlings finished apart from their key's lane (detach)
 
     @property

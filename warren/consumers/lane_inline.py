@@ -192,12 +192,9 @@ class InlineDeliveries:
         began = self.clock()
         try:
             if self.policy.on_trial(name):
-                # Its trial: cut at the slow mark, handed back (a copy owed) as a worker stopping hands back.
-                await asyncio.wait_for(runner.deliver(copy), self.policy.slow)  # type: ignore[arg-type]
+                await self._trial(runner, copy)
             else:
                 await runner.deliver(copy)  # type: ignore[arg-type]  # read and settled as a lane message is
-        except TimeoutError:
-            self.cut += 1
         finally:
             ended = self.clock()
             self.policy.ended(name, ended - began, ended)
@@ -208,6 +205,14 @@ class InlineDeliveries:
         else:
             self.handed += 1
         return stored
+
+    async def _trial(self, runner: LaneRunner, copy: InlineCopy) -> None:
+        """An unproven endpoint's trial: cut at the slow mark and handed back (a copy owed), as a worker stopping
+        hands back. Only the cut is caught here: any other error goes on as an untried delivery's would."""
+        try:
+            await asyncio.wait_for(runner.deliver(copy), self.policy.slow)  # type: ignore[arg-type]
+        except TimeoutError:
+            self.cut += 1
 
 
 def _healthy(runner: LaneRunner) -> bool:

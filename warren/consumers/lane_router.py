@@ -44,6 +44,7 @@ from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.admission import wanted
 from warren.consumers.claimed_partitions import ClaimedPartitions
 from warren.consumers.hooks import Settlement
+from warren.consumers.inline_policy import SLOW
 from warren.consumers.key_lanes import lane_key
 from warren.consumers.lane_index import SubscriptionIndex
 from warren.consumers.lane_inline import InlineDeliveries
@@ -68,6 +69,14 @@ __all__ = ["ROUTE_FAILURE_PAUSE", "ROUTE_STAGE", "LaneRouter"]
 log = logging.getLogger("warren.router")
 
 ROUTE_FAILURE_PAUSE = 1.0  # seconds before an event that could not even be moved goes back to the routing queue
+# Seconds a route partition's ack waits behind an event still being routed before it goes alone (AckBatcher): the
+# longest the stage holds an event by design (a trial inline, or a wait for an inline slot or a new endpoint's
+# first answer: the slow mark), and as long again for its copy's confirm. With the work queue's 50 ms, every later
+# ack of a partition went alone while one event waited for its copy's confirm: 0.85 s on average from a broker
+# busy with a saturated run, so a 503 endpoint's and a hanging one's copies (2% of the events) made 97% of the
+# acks single frames, each a settle of its own on the quorum queue (docs/deployment.md, "Isolation"). Acks
+# waiting cost nothing while the window has room; once three quarters of it is outstanding they go at once.
+ROUTE_STRAGGLER = 2 * SLOW
 ROUTE_STAGE = (
     names.ROUTE_STAGE
 )  # the routing stage's name in the settlement metrics (warren_settlements_total{endpoint})
@@ -122,6 +131,7 @@ class LaneRouter:
             self._on_event,
             key=_route_key,
             apart=self._apart,
+            straggler_after=ROUTE_STRAGGLER,
         )
         # The endpoint served here with queues of its own under that name, if any (LaneStage sets it): a copy owed
         # to it since it was a lane endpoint goes there (an event sent round before its promotion).
