@@ -102,7 +102,8 @@ class InlinePolicy:
 
         Not the slow mark itself: each waiting event is unacked in its route partition, and a new endpoint's
         events are spread over them all, so one that hangs left every partition's later acks to go alone (each a
-        settle of its own on the quorum queue) for as long as they waited (docs/deployment.md, "Isolation")."""
+        settle of its own on the quorum queue) for as long as they waited (docs/deployment.md, "The route
+        partitions' acks")."""
         return min(self.slow, max(self.slow / PROOF_SHARE, SLOWER * self._typical))
 
     def may_wait(self, name: str, waiting: int, waiting_all: int) -> bool:

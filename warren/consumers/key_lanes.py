@@ -94,12 +94,7 @@ class PartitionLanes:
         # wait longer for company (``AckBatcher.for_window``: a partition sees only its share of the deliveries).
         # ``straggler_after``: how long an ack waits behind a delivery still unsettled before it goes alone, if
         # not the window's default.
-        if prefetch is None:
-            self.acks = AckBatcher()
-        elif straggler_after is None:
-            self.acks = AckBatcher.for_window(prefetch)
-        else:
-            self.acks = AckBatcher.for_window(prefetch, straggler_after)
+        self.acks = AckBatcher() if prefetch is None else AckBatcher.for_window(prefetch, straggler_after)
         self._detached: set[asyncio.Task[None]] = set()  # handlings finished apart from their key's lane (detach)
 
     @property

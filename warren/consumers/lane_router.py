@@ -74,8 +74,9 @@ ROUTE_FAILURE_PAUSE = 1.0  # seconds before an event that could not even be move
 # first answer: the slow mark), and as long again for its copy's confirm. With the work queue's 50 ms, every later
 # ack of a partition went alone while one event waited for its copy's confirm: 0.85 s on average from a broker
 # busy with a saturated run, so a 503 endpoint's and a hanging one's copies (2% of the events) made 97% of the
-# acks single frames, each a settle of its own on the quorum queue (docs/deployment.md, "Isolation"). Acks
-# waiting cost nothing while the window has room; once three quarters of it is outstanding they go at once.
+# acks single frames, each a settle of its own on the quorum queue (docs/deployment.md, "The route partitions'
+# acks"). Acks waiting cost nothing while the window has room; once three quarters of it is outstanding they go
+# at once.
 ROUTE_STRAGGLER = 2 * SLOW
 ROUTE_STAGE = (
     names.ROUTE_STAGE

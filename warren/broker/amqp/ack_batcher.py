@@ -74,15 +74,16 @@ class AckBatcher:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # settled_before: (tag, woken once all before)
 
     @classmethod
-    def for_window(cls, prefetch: int, straggler_after: float = 2 * WINDOW_ACK_DELAY) -> AckBatcher:
+    def for_window(cls, prefetch: int, straggler_after: float | None = None) -> AckBatcher:
         """A partition channel's batcher, whose window is ``prefetch``: acks wait up to ``WINDOW_ACK_DELAY``, and
         go at once while three quarters of the window is outstanding. A straggler waits twice the delay for its
         head before it goes alone: with as long as the delay, every ack behind a delivery still in flight when the
         batch went was a straggler already (a third of a slow run's acks went alone, bench/ordered_probe.py).
-        A route partition's stragglers wait longer (``ROUTE_STRAGGLER``, warren/consumers/lane_router.py)."""
+        ``straggler_after``, if given, instead: a route partition's wait longer (``ROUTE_STRAGGLER``,
+        warren/consumers/lane_router.py)."""
         return cls(
             max_delay=WINDOW_ACK_DELAY,
-            straggler_after=straggler_after,
+            straggler_after=2 * WINDOW_ACK_DELAY if straggler_after is None else straggler_after,
             hurry_at=max(1, prefetch - prefetch // 4),
         )
 
