@@ -202,6 +202,96 @@ async def test_acks_hurry_while_the_window_is_nearly_full_and_wait_while_it_is_n
         await check.close()
 
 
+def _spied(message: AbstractIncomingMessage) -> list[tuple[int, bool]]:
+    """Every ack sent on ``message``'s channel from now: (tag, multiple)."""
+    channel = message.channel
+    sent: list[tuple[int, bool]] = []
+    real_ack = channel.basic_ack
+
+    async def spy(delivery_tag: int, multiple: bool = False, wait: bool = True) -> None:
+        sent.append((delivery_tag, multiple))
+        await real_ack(delivery_tag, multiple=multiple, wait=wait)
+
+    channel.basic_ack = spy  # type: ignore[method-assign]
+    return sent
+
+
+async def _until_sent(sent: list[tuple[int, bool]], count: int) -> None:
+    """Wait (at most 3 s) until ``count`` acks were sent; the caller asserts which."""
+    deadline = time.monotonic() + 3
+    while len(sent) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
+async def _unacked_after(amqp_url: str, queue: aio_pika.abc.AbstractQueue, expected: int) -> int:
+    """``_unacked`` on a connection of its own."""
+    check = await aio_pika.connect(amqp_url)
+    try:
+        return await _unacked(queue, await check.channel(), expected)
+    finally:
+        await check.close()
+
+
+@pytest.mark.timeout(20)
+async def test_a_delivery_acked_alone_leaves_the_window_so_the_next_acks_wait_for_the_head(
+    amqp_url: str, prefix: str
+) -> None:
+    """Hurrying counts what RabbitMQ still holds unsettled, not the span behind a held head: once the hurried acks
+    went alone, the window has room again, and the next acks wait to go with the head in one multiple ack (they
+    went alone one by one while the head was held, a route partition's acks behind a lane copy's confirm)."""
+    # Given a batcher hurrying while 6 deliveries are outstanding, stragglers waiting 10 s, 6 delivered, the head
+    # still in flight, and a spy on the channel's acks
+    batcher = AckBatcher(max_delay=0.02, straggler_after=10.0, hurry_at=6)
+    async with _consumed(amqp_url, f"{prefix}.hurried", 6, batcher) as (queue, delivered):
+        sent = _spied(delivered[0])
+        tags = [m.delivery_tag for m in delivered]
+        # When the second is acked with the window full: it goes at once, alone
+        await batcher.ack(delivered[1])
+        await _until_sent(sent, 1)
+        assert sent == [(tags[1], False)]
+        # And the next three, with 5 outstanding, wait behind the head (well past max_delay)
+        for message in delivered[2:5]:
+            await batcher.ack(message)
+        await asyncio.sleep(0.2)
+        assert sent == [(tags[1], False)] and len(batcher._acked) == 3
+        # Then the head's ack takes them all in one multiple ack
+        await batcher.ack(delivered[0])
+        await _until_sent(sent, 2)
+        assert sent == [(tags[1], False), (tags[4], True)]
+        await batcher.close()
+    assert await _unacked_after(amqp_url, queue, 1) == 1  # only the last, never acked, came back
+
+
+@pytest.mark.timeout(20)
+async def test_counting_waiting_acks_a_backlog_does_not_hurry_them_only_the_acks_themselves_do(
+    amqp_url: str, prefix: str
+) -> None:
+    """Counting "waiting", deliveries not yet handled never hurry the acks (with a backlog RabbitMQ keeps the
+    window full, and counting them sent every ack behind a held head alone): only as many acks waiting do."""
+    # Given a batcher hurrying while 3 acks wait, stragglers waiting 10 s, 6 delivered (all outstanding), the
+    # head still in flight, and a spy on the channel's acks
+    batcher = AckBatcher(max_delay=0.02, straggler_after=10.0, hurry_at=3, hurry_counts="waiting")
+    async with _consumed(amqp_url, f"{prefix}.waiting", 6, batcher) as (queue, delivered):
+        sent = _spied(delivered[0])
+        tags = [m.delivery_tag for m in delivered]
+        # When two are acked behind the head: they wait (well past max_delay), though 6 are outstanding
+        for message in delivered[1:3]:
+            await batcher.ack(message)
+        await asyncio.sleep(0.2)
+        assert sent == [] and len(batcher._acked) == 2
+        # Then a third: three wait, so they go at once, alone (the head still holds the prefix)
+        await batcher.ack(delivered[3])
+        await _until_sent(sent, 3)
+        assert sent == [(tags[1], False), (tags[2], False), (tags[3], False)]
+        # And the head's ack with the next one's goes as one multiple ack
+        await batcher.ack(delivered[4])
+        await batcher.ack(delivered[0])
+        await _until_sent(sent, 4)
+        assert sent[3:] == [(tags[4], True)]
+        await batcher.close()
+    assert await _unacked_after(amqp_url, queue, 1) == 1  # only the last, never acked, came back
+
+
 @pytest.mark.parametrize(("prefetch", "hurry_at"), [(1, 1), (2, 2), (4, 3), (16, 12), (128, 96)])
 def test_a_partition_batcher_waits_longer_and_hurries_at_three_quarters_of_its_window(
     prefetch: int, hurry_at: int
@@ -211,6 +301,7 @@ def test_a_partition_batcher_waits_longer_and_hurries_at_three_quarters_of_its_w
     assert batcher.straggler_after == 2 * WINDOW_ACK_DELAY  # a straggler outlives the batch it missed
     assert batcher.hurry_at == hurry_at
     assert batcher.flush_at == 0
+    assert batcher.hurry_counts == "outstanding"  # a key's deliveries may wait behind its head: room may help
 
 
 @pytest.mark.timeout(20)

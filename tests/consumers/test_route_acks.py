@@ -1,4 +1,4 @@
-"""The routing stage's acks (warren/consumers/lane_router.py, ``ROUTE_STRAGGLER``): real RabbitMQ, real receivers.
+"""The routing stage's acks (warren/consumers/lane_router.py, ``ROUTE_PACE``): real RabbitMQ, real receivers.
 
 An event the stage holds (a new endpoint's trial inline, a wait for a slot, a copy's confirm) keeps the events
 routed behind it in its partition unacked until it is settled; their acks then go with it as one multiple ack,
@@ -17,9 +17,11 @@ import pytest
 from tests.consumers.test_lane_inline import held_replies, long_bar
 from tests.consumers.test_lanes_flow import LANES, lane_endpoint
 from tests.support.receiver import Receiver
+from warren.broker.amqp.ack_batcher import WINDOW_ACK_DELAY, AckBatcher
 from warren.broker.events import Event
 from warren.consumers import lane_inline
-from warren.consumers.lane_router import ROUTE_STRAGGLER
+from warren.consumers.inline_policy import SLOW
+from warren.consumers.lane_router import ROUTE_PACE
 from warren.consumers.worker import Worker
 
 pytestmark = pytest.mark.timeout(90)
@@ -85,9 +87,22 @@ async def _route_behind_a_held_event(
             await asyncio.sleep(0.02)
     route_channels = {id(p.acks._channel) for p in partitions}
     frames = Counter(multiple for channel, multiple in sent if id(channel) in route_channels)
-    # Then the trial was cut at the slow mark (its event held that long, well within ROUTE_STRAGGLER), and
+    # Then the trial was cut at the slow mark (its event held that long, well within ROUTE_PACE.straggler_after), and
     # the 30 events behind it, routed meanwhile, were acked together with it: multiple acks only, far fewer
     # than the events (with the work queue's 50 ms straggler mark, each went alone)
-    assert router.inline.cut == 1 and ROUTE_STRAGGLER > 0.3 * 2
+    assert router.inline.cut == 1 and ROUTE_PACE.straggler_after > 0.3 * 2
     assert frames[False] == 0, frames
     assert 1 <= frames[True] <= 10, frames
+
+
+@pytest.mark.parametrize(("prefetch", "hurry_at"), [(1, 1), (8, 8), (16, 15), (64, 60), (512, 480)])
+def test_a_route_partition_batcher_waits_for_its_head_and_hurries_only_near_a_full_window(
+    prefetch: int, hurry_at: int
+) -> None:
+    """A route partition's head can be held for its copy's confirm (most of a second on a busy broker): the acks
+    behind it wait twice the slow mark, and go at once only once they fill all but a sixteenth of the window
+    (the events not yet routed, which a backlog keeps there, do not count)."""
+    batcher = AckBatcher.for_window(prefetch, ROUTE_PACE)
+    assert batcher.straggler_after == 2 * SLOW > 2 * WINDOW_ACK_DELAY
+    assert batcher.hurry_at == hurry_at
+    assert batcher.hurry_counts == "waiting"

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
+from warren.broker.amqp.ack_batcher import WindowPace
 from warren.broker.amqp.channels import close_channel, consume_on
 from warren.consumers.key_lanes import Apart, PartitionLanes, Unstarted, lane_key, new_consumer_tag
 from warren.core.deadlines import within
@@ -46,11 +47,10 @@ class ClaimedPartitions:
         apart: Apart | None = None,
         unstarted: Unstarted | None = None,
         grace: float = 30.0,
-        straggler_after: float | None = None,
+        pace: WindowPace | None = None,
     ) -> None:
-        """``straggler_after``: each partition's acks batched for its window (``AckBatcher.for_window``), an ack
-        waiting that long behind a delivery still unsettled before it goes alone; None: batched as the work
-        queue's are (``AckBatcher()``)."""
+        """``pace``: each partition's acks batched for its window (``AckBatcher.for_window``) at that pace; None:
+        batched as the work queue's are (``AckBatcher()``)."""
         self.queue_names = list(queue_names)
         self.prefetch = prefetch
         self.handle = handle
@@ -58,7 +58,7 @@ class ClaimedPartitions:
         self.apart = apart  # a delivery handled apart from its key's lane (key_lanes.py), or None: it joins it
         self.unstarted = unstarted  # told of deliveries returned with a channel that no lane started (key_lanes.py)
         self.grace = grace
-        self.straggler_after = straggler_after
+        self.pace = pace
         self.assigned: list[str] = []
         self.accepting = False
         self._connection: AbstractRobustConnection | None = None
@@ -128,8 +128,8 @@ class ClaimedPartitions:
                 key=self.key,
                 apart=self.apart,
                 unstarted=self.unstarted,
-                prefetch=None if self.straggler_after is None else self.prefetch,
-                straggler_after=self.straggler_after,
+                prefetch=None if self.pace is None else self.prefetch,
+                pace=self.pace,
             )
             self._lanes[name], self._channels[name] = lanes, channel
             tag = new_consumer_tag()  # known before the consume: its first deliveries find their lanes

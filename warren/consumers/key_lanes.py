@@ -32,7 +32,7 @@ from typing import Any
 
 from aio_pika.abc import AbstractIncomingMessage
 
-from warren.broker.amqp.ack_batcher import AckBatcher
+from warren.broker.amqp.ack_batcher import AckBatcher, WindowPace
 from warren.core.deadlines import within
 from warren.core.errors import describe
 from warren.topology.headers import H_KEY
@@ -74,7 +74,7 @@ class PartitionLanes:
         apart: Apart | None = None,
         unstarted: Unstarted | None = None,
         prefetch: int | None = None,
-        straggler_after: float | None = None,
+        pace: WindowPace | None = None,
     ) -> None:
         self._handle = handle
         # Told of each delivery returned with the channel that no lane ever started (behind its key's head, or
@@ -92,9 +92,8 @@ class PartitionLanes:
         self._finishing: asyncio.Task[None] | None = None
         # This channel's acks, batched (flushed before the channel closes); knowing its window (``prefetch``), they
         # wait longer for company (``AckBatcher.for_window``: a partition sees only its share of the deliveries).
-        # ``straggler_after``: how long an ack waits behind a delivery still unsettled before it goes alone, if
-        # not the window's default.
-        self.acks = AckBatcher() if prefetch is None else AckBatcher.for_window(prefetch, straggler_after)
+        # ``pace``: how long an ack waits behind a delivery still unsettled, and how near a full window.
+        self.acks = AckBatcher() if prefetch is None else AckBatcher.for_window(prefetch, pace or WindowPace())
         self._detached: set[asyncio.Task[None]] = set()  # handlings finished apart from their key's lane (detach)
 
     @property

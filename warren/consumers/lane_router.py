@@ -39,6 +39,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from warren.broker import wire
+from warren.broker.amqp.ack_batcher import WindowPace
 from warren.broker.amqp.confirm import Outgoing, Turns, await_turn, end_turn
 from warren.broker.amqp.confirm_channel import ConfirmChannel
 from warren.consumers.admission import wanted
@@ -69,15 +70,17 @@ __all__ = ["ROUTE_FAILURE_PAUSE", "ROUTE_STAGE", "LaneRouter"]
 log = logging.getLogger("warren.router")
 
 ROUTE_FAILURE_PAUSE = 1.0  # seconds before an event that could not even be moved goes back to the routing queue
-# Seconds a route partition's ack waits behind an event still being routed before it goes alone (AckBatcher): the
-# longest the stage holds an event by design (a trial inline, or a wait for an inline slot or a new endpoint's
-# first answer: the slow mark), and as long again for its copy's confirm. With the work queue's 50 ms, every later
-# ack of a partition went alone while one event waited for its copy's confirm: 0.85 s on average from a broker
-# busy with a saturated run, so a 503 endpoint's and a hanging one's copies (2% of the events) made 97% of the
-# acks single frames, each a settle of its own on the quorum queue (docs/deployment.md, "The route partitions'
-# acks"). Acks waiting cost nothing while the window has room; once three quarters of it is outstanding they go
-# at once.
-ROUTE_STRAGGLER = 2 * SLOW
+# How a route partition's acks wait behind an event still being routed (AckBatcher.for_window). A straggler goes
+# alone after the longest the stage holds an event by design (a trial inline, or a wait for an inline slot or a
+# new endpoint's first answer: the slow mark), and as long again for its copy's confirm. With the work queue's
+# 50 ms, every later ack of a partition went alone while one event waited for its copy's confirm: 0.85 s on
+# average from a broker busy with a saturated run, so a 503 endpoint's and a hanging one's copies (2% of the
+# events) made 97% of the acks single frames, each a settle of its own on the quorum queue (docs/deployment.md,
+# "The route partitions' acks"). Acks waiting cost nothing while the window has room, so they go at once only
+# once they fill all but a sixteenth of it ("waiting": with a backlog RabbitMQ keeps the window full, and the
+# events not yet routed keep the stage busy; counting them, as an ordered endpoint's partitions do at three
+# quarters, a held copy's confirm still sent 80% of a saturated run's acks alone).
+ROUTE_PACE = WindowPace(straggler_after=2 * SLOW, spare=1 / 16, hurry_counts="waiting")
 ROUTE_STAGE = (
     names.ROUTE_STAGE
 )  # the routing stage's name in the settlement metrics (warren_settlements_total{endpoint})
@@ -132,7 +135,7 @@ class LaneRouter:
             self._on_event,
             key=_route_key,
             apart=self._apart,
-            straggler_after=ROUTE_STRAGGLER,
+            pace=ROUTE_PACE,
         )
         # The endpoint served here with queues of its own under that name, if any (LaneStage sets it): a copy owed
         # to it since it was a lane endpoint goes there (an event sent round before its promotion).

@@ -6,9 +6,12 @@ arrived tags that are all settled (acked, or settled another way such as a nack)
 behind a slow one is acked on its own once it has waited ``straggler_after`` seconds, so one slow request
 never holds the prefetch window hostage. With ``flush_at`` set, a batch goes as soon as that many acks wait,
 without waiting out ``max_delay``: a long window then bounds the time acks wait, ``flush_at`` how many. With
-``hurry_at`` set, acks go at once while that many deliveries are outstanding on the channel (acked here or not),
-stragglers too: the prefetch window is nearly full, and an ack that waited would keep RabbitMQ's next delivery
-waiting.
+``hurry_at`` set, acks go at once while that many deliveries are outstanding on the channel (unsettled as RabbitMQ
+counts them: acked here but not yet sent, or not acked), stragglers too: the prefetch window is nearly full, and
+an ack that waited would keep RabbitMQ's next delivery waiting. A delivery already acked on its own no longer
+counts: it left the window, though it stays behind the head here until the head is settled. With ``hurry_counts``
+"waiting", only the acks waiting here count: the deliveries not yet handled keep the consumer busy, and making
+room for more of them is no hurry (a route partition's, whose events need not wait for one another).
 
 One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
 A partition's batcher waits longer (``for_window``): its channel sees only its share of the endpoint's deliveries.
@@ -20,14 +23,15 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from aio_pika.abc import AbstractIncomingMessage
 from aiormq.exceptions import ChannelInvalidStateError
 
 from warren.broker.amqp.channels import SETTLE_PAUSE
 
-__all__ = ["WINDOW_ACK_DELAY", "AckBatcher"]
+__all__ = ["WINDOW_ACK_DELAY", "AckBatcher", "WindowPace"]
 
 # How long a partition channel's acks wait for company (``AckBatcher.for_window``). An ordered endpoint's
 # deliveries are spread over its partitions, a channel each, so each channel sees 1/N of them: with the work
@@ -39,6 +43,24 @@ __all__ = ["WINDOW_ACK_DELAY", "AckBatcher"]
 # sized by its window rather than by this delay. 50 ms still left a slow run's 32 partitions (a few deliveries a
 # second each on a loaded machine) near one frame per delivery.
 WINDOW_ACK_DELAY = 0.25
+
+
+# What ``hurry_at`` is compared with: the deliveries RabbitMQ holds unsettled on the channel, or the acks waiting.
+HurryCounts = Literal["outstanding", "waiting"]
+
+
+@dataclass(frozen=True)
+class WindowPace:
+    """How a partition channel's acks wait (``AckBatcher.for_window``): an ack behind a delivery still unsettled
+    goes alone after ``straggler_after`` seconds, and every ack goes at once while all but ``spare`` (a share of
+    the window) is outstanding, or with ``hurry_counts`` "waiting" while the acks waiting fill that much of it.
+    The defaults are an ordered endpoint's partitions'. A straggler waits twice the
+    delay for its head: with as long as the delay, every ack behind a delivery still in flight when the batch
+    went was a straggler already (a third of a slow run's acks went alone, bench/ordered_probe.py)."""
+
+    straggler_after: float = 2 * WINDOW_ACK_DELAY
+    spare: float = 0.25
+    hurry_counts: HurryCounts = "outstanding"
 
 
 def _channel_of(message: AbstractIncomingMessage) -> Any:
@@ -53,16 +75,23 @@ class AckBatcher:
     """Acks for the deliveries of one consumer channel, sent in batches within ``max_delay`` seconds.
 
     ``flush_at``: send at once when this many acks wait (0: only ``max_delay`` decides). ``hurry_at``: send at
-    once while this many deliveries are outstanding on the channel (0: never).
+    once while this many deliveries are outstanding on the channel (0: never), or with ``hurry_counts``
+    "waiting", while this many acks wait.
     """
 
     def __init__(
-        self, max_delay: float = 0.002, straggler_after: float = 0.05, flush_at: int = 0, hurry_at: int = 0
+        self,
+        max_delay: float = 0.002,
+        straggler_after: float = 0.05,
+        flush_at: int = 0,
+        hurry_at: int = 0,
+        hurry_counts: HurryCounts = "outstanding",
     ) -> None:
         self.max_delay = max_delay
         self.straggler_after = straggler_after
         self.flush_at = flush_at
         self.hurry_at = hurry_at
+        self.hurry_counts = hurry_counts
         self._channel: Any = None  # the aiormq channel the tags belong to; a reopened channel starts afresh
         self._order: deque[int] = deque()
         self._acked: dict[int, float] = {}  # tag -> when it was acked (not yet sent)
@@ -74,17 +103,15 @@ class AckBatcher:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []  # settled_before: (tag, woken once all before)
 
     @classmethod
-    def for_window(cls, prefetch: int, straggler_after: float | None = None) -> AckBatcher:
+    def for_window(cls, prefetch: int, pace: WindowPace = WindowPace()) -> AckBatcher:
         """A partition channel's batcher, whose window is ``prefetch``: acks wait up to ``WINDOW_ACK_DELAY``, and
-        go at once while three quarters of the window is outstanding. A straggler waits twice the delay for its
-        head before it goes alone: with as long as the delay, every ack behind a delivery still in flight when the
-        batch went was a straggler already (a third of a slow run's acks went alone, bench/ordered_probe.py).
-        ``straggler_after``, if given, instead: a route partition's wait longer (``ROUTE_STRAGGLER``,
-        warren/consumers/lane_router.py)."""
+        as ``pace`` says behind a delivery still unsettled and near a full window (a route partition's wait
+        longer, ``ROUTE_PACE`` in warren/consumers/lane_router.py)."""
         return cls(
             max_delay=WINDOW_ACK_DELAY,
-            straggler_after=2 * WINDOW_ACK_DELAY if straggler_after is None else straggler_after,
-            hurry_at=max(1, prefetch - prefetch // 4),
+            straggler_after=pace.straggler_after,
+            hurry_at=max(1, prefetch - int(prefetch * pace.spare)),
+            hurry_counts=pace.hurry_counts,
         )
 
     def track(self, message: AbstractIncomingMessage) -> None:
@@ -108,7 +135,7 @@ class AckBatcher:
             return
         self._acked[tag] = time.monotonic()
         self._wake()
-        if self.hurry_at and len(self._order) >= self.hurry_at:
+        if self._hurrying():
             self._hurry()
             return
         if self.flush_at and len(self._acked) >= self.flush_at and self._timer is not None:
@@ -192,6 +219,19 @@ class AckBatcher:
         self._acked.clear()
         self._settled.clear()
 
+    def _hurrying(self) -> bool:
+        """Whether ``hurry_at`` deliveries are outstanding with RabbitMQ: the ones tracked, less the ones settled
+        already (acked alone, or nacked); or, counting "waiting", whether ``hurry_at`` acks wait here. Counting
+        the settled ones too, a head held for long made every ack behind it go alone as soon as the head's span
+        reached ``hurry_at``; and with a backlog, RabbitMQ keeps the window full, so counting what it holds
+        hurried all the time, each ack behind a held head alone (a route partition held by a lane copy's
+        confirm, docs/deployment.md, "Hurrying on the acks waiting")."""
+        if not self.hurry_at:
+            return False
+        if self.hurry_counts == "waiting":
+            return len(self._acked) >= self.hurry_at
+        return len(self._order) - len(self._settled) >= self.hurry_at
+
     def _schedule(self) -> None:
         if self._timer is None:
             loop = asyncio.get_running_loop()
@@ -227,7 +267,7 @@ class AckBatcher:
         singles: list[int] = []
         if self._acked:
             # Hurrying, every settled delivery goes (the window is nearly full): the stragglers too, alone.
-            hurry = self.hurry_at and len(self._order) >= self.hurry_at
+            hurry = self._hurrying()
             cutoff = time.monotonic() - (0.0 if hurry else self.straggler_after)
             # _acked is in the order of acking, so the stragglers are its head: stop at the first one that is
             # not (scanning every waiting ack each flush cost the worker a few percent under a slow receiver).
