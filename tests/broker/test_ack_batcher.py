@@ -37,6 +37,15 @@ async def _unacked(queue: aio_pika.abc.AbstractQueue, channel: aio_pika.abc.Abst
         await asyncio.sleep(0.05)
 
 
+async def _unacked_after(amqp_url: str, queue: aio_pika.abc.AbstractQueue, expected: int) -> int:
+    """``_unacked`` on a connection of its own."""
+    check = await aio_pika.connect(amqp_url)
+    try:
+        return await _unacked(queue, await check.channel(), expected)
+    finally:
+        await check.close()
+
+
 async def _tracked(
     channel: aio_pika.abc.AbstractChannel, name: str, count: int, batcher: AckBatcher
 ) -> tuple[aio_pika.abc.AbstractQueue, list[AbstractIncomingMessage]]:
@@ -85,11 +94,7 @@ async def test_acks_wait_for_the_head_then_go_together_and_a_straggler_goes_alon
     finally:
         await connection.close()  # anything not acked would go back to the queue now
 
-    check = await aio_pika.connect(amqp_url)
-    try:
-        assert await _unacked(queue, await check.channel(), 0) == 0  # every message was acked exactly once
-    finally:
-        await check.close()
+    assert await _unacked_after(amqp_url, queue, 0) == 0  # every message was acked exactly once
 
 
 @pytest.mark.timeout(20)
@@ -124,11 +129,7 @@ async def test_close_waits_the_settle_pause_after_the_last_ack_sent(amqp_url: st
     finally:
         await connection.close()
 
-    check = await aio_pika.connect(amqp_url)
-    try:
-        assert await _unacked(queue, await check.channel(), 0) == 0  # all six acked, none returned by the close
-    finally:
-        await check.close()
+    assert await _unacked_after(amqp_url, queue, 0) == 0  # all six acked, none returned by the close
 
 
 @pytest.mark.timeout(20)
@@ -155,11 +156,7 @@ async def test_flush_at_sends_a_full_batch_without_waiting_out_the_delay(amqp_ur
     finally:
         await connection.close()  # 4 and 5 were never acked: they go back to the queue
 
-    check = await aio_pika.connect(amqp_url)
-    try:
-        assert await _unacked(queue, await check.channel(), 2) == 2  # 0..3 acked by the batch, 4 and 5 returned
-    finally:
-        await check.close()
+    assert await _unacked_after(amqp_url, queue, 2) == 2  # 0..3 acked by the batch, 4 and 5 returned
 
 
 @contextlib.asynccontextmanager
@@ -195,11 +192,7 @@ async def test_acks_hurry_while_the_window_is_nearly_full_and_wait_while_it_is_n
         assert len(batcher._acked) == 1
         await asyncio.sleep(SETTLE_PAUSE + 0.05)  # let the quorum queue apply the first ack before the close
     # (1..5 were never sent: the close returned them to the queue)
-    check = await aio_pika.connect(amqp_url)
-    try:
-        assert await _unacked(queue, await check.channel(), 5) == 5  # only the hurried one was acked
-    finally:
-        await check.close()
+    assert await _unacked_after(amqp_url, queue, 5) == 5  # only the hurried one was acked
 
 
 def _spied(message: AbstractIncomingMessage) -> list[tuple[int, bool]]:
@@ -221,15 +214,6 @@ async def _until_sent(sent: list[tuple[int, bool]], count: int) -> None:
     deadline = time.monotonic() + 3
     while len(sent) < count and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
-
-
-async def _unacked_after(amqp_url: str, queue: aio_pika.abc.AbstractQueue, expected: int) -> int:
-    """``_unacked`` on a connection of its own."""
-    check = await aio_pika.connect(amqp_url)
-    try:
-        return await _unacked(queue, await check.channel(), expected)
-    finally:
-        await check.close()
 
 
 @pytest.mark.timeout(20)
@@ -362,8 +346,4 @@ async def test_stragglers_go_in_one_pass_of_the_writer_only_the_last_frame_waiti
         assert sent == [(tag, False, tag == tags[-1]) for tag in tags]
         await batcher.ack(delivered[0])
         await batcher.close()
-    check = await aio_pika.connect(amqp_url)
-    try:
-        assert await _unacked(queue, await check.channel(), 0) == 0  # every one reached RabbitMQ, acked once
-    finally:
-        await check.close()
+    assert await _unacked_after(amqp_url, queue, 0) == 0  # every one reached RabbitMQ, acked once

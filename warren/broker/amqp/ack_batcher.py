@@ -11,7 +11,8 @@ counts them: acked here but not yet sent, or not acked), stragglers too: the pre
 an ack that waited would keep RabbitMQ's next delivery waiting. A delivery already acked on its own no longer
 counts: it left the window, though it stays behind the head here until the head is settled. With ``hurry_counts``
 "waiting", only the acks waiting here count: the deliveries not yet handled keep the consumer busy, and making
-room for more of them is no hurry (a route partition's, whose events need not wait for one another).
+room for more of them is no hurry (a route partition's, whose events wait for one another only for an ordered
+subscriber's turn).
 
 One batcher per consumer channel: the work queue's (in the settler), and each ordered partition's (in its lanes).
 A partition's batcher waits longer (``for_window``): its channel sees only its share of the endpoint's deliveries.
@@ -54,9 +55,9 @@ class WindowPace:
     """How a partition channel's acks wait (``AckBatcher.for_window``): an ack behind a delivery still unsettled
     goes alone after ``straggler_after`` seconds, and every ack goes at once while all but ``spare`` (a share of
     the window) is outstanding, or with ``hurry_counts`` "waiting" while the acks waiting fill that much of it.
-    The defaults are an ordered endpoint's partitions'. A straggler waits twice the
-    delay for its head: with as long as the delay, every ack behind a delivery still in flight when the batch
-    went was a straggler already (a third of a slow run's acks went alone, bench/ordered_probe.py)."""
+    The defaults are an ordered endpoint's partitions'. A straggler waits twice the delay for its head: with as
+    long as the delay, every ack behind a delivery still in flight when the batch went was a straggler already
+    (a third of a slow run's acks went alone, bench/ordered_probe.py)."""
 
     straggler_after: float = 2 * WINDOW_ACK_DELAY
     spare: float = 0.25
