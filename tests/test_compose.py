@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -50,6 +52,25 @@ def test_rabbitmq_runs_the_management_image_with_every_plugin_warren_needs(compo
     ports = {str(p).split(":")[-1].split()[0] for p in rabbit["ports"]}
     assert {"5672", "15672", "15692"} <= ports
     assert rabbit["healthcheck"]["test"][:2] == ["CMD", "rabbitmq-diagnostics"]
+
+
+def test_rabbitmq_sends_held_dead_letters_again_within_15_seconds(compose: dict[str, Any]) -> None:
+    # Given the advanced.config file the service mounts
+    rabbit = compose["services"]["rabbitmq"]
+    mount = next(v for v in rabbit["volumes"] if v.endswith(":/etc/rabbitmq/advanced.config:ro"))
+    path = ROOT / mount.split(":")[0]
+    erl = shutil.which("erl")
+    if erl is None:
+        pytest.skip("no Erlang here to read the file as RabbitMQ does (file:consult)")
+    # When Erlang reads it as RabbitMQ reads advanced.config
+    read = (
+        f'{{ok, [Terms]}} = file:consult("{path}"), '
+        'io:format("~p", [proplists:get_value(dead_letter_worker_publisher_confirm_timeout, '
+        "proplists:get_value(rabbit, Terms))]), halt()."
+    )
+    result = subprocess.run([erl, "-noshell", "-eval", read], capture_output=True, text=True, timeout=60, check=False)
+    # Then the dead-letter worker's confirm timeout is 15 s (RabbitMQ's default, 180 s, held retries 3 minutes)
+    assert result.stdout.strip() == "15000", result.stderr
 
 
 def test_setup_is_one_shot_and_waits_for_a_healthy_rabbitmq(compose: dict[str, Any]) -> None:
