@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.partition import ENDPOINTS, fault_run
+from bench.partition import broken_promises, fault_run
 
 FAULTS = ["isolate-follower", "isolate-leader", "oneway", "pause", "lossy"]
 
@@ -34,24 +33,3 @@ async def test_a_network_fault_loses_nothing_confirmed_and_keeps_order(
     # of which endpoint or which figure it was (a 4.x leg, 2026-12-07).
     assert not broken_promises(figures), (broken_promises(figures), figures)
     assert figures["confirmed"] >= 1000, "most of the publish should ride through the fault"
-
-
-def broken_promises(figures: dict[str, Any]) -> list[str]:
-    """What of the run's promises did not hold, each named with its figure: every event accounted for, none
-    confirmed lost, duplicates bounded, keys in order and never served twice at once, queues empty, workers up."""
-    broken = []
-    if figures["confirmed"] + figures["not_stored"] != 2000:
-        broken.append(f"confirmed {figures['confirmed']} + not stored {figures['not_stored']} != 2000")
-    for endpoint in ENDPOINTS:
-        if figures[endpoint]["lost"]:
-            broken.append(f"{endpoint}: {figures[endpoint]['lost']} confirmed events never delivered")
-        if figures[endpoint]["duplicates"] > 600:
-            broken.append(f"{endpoint}: {figures[endpoint]['duplicates']} duplicates (> 600)")
-    for figure in ("order_violations", "overlaps"):
-        if figures["ordered"][figure]:
-            broken.append(f"ordered: {figures['ordered'][figure]} {figure}")
-    if figures["left_in_queues"]:
-        broken.append(f"left in queues: {figures['left_in_queues']}")
-    if not figures["workers_alive"]:
-        broken.append("a worker died")
-    return broken
