@@ -152,3 +152,30 @@ async def test_status_sees_consumers_and_unacked_while_a_worker_delivers(
     # Then it shows the consumer, the 6 ready and the 4 unacked
     assert (queue.consumers, queue.ready, queue.unacked) == (1, 6, 4)
     assert status.endpoints[0].circuit == "n/a"  # no states passed in
+
+
+async def test_a_retry_the_dead_letter_worker_holds_is_counted_held(
+    endpoint_config: Any, management: ManagementClient
+) -> None:
+    # Given a retry coming back after 1 ms to a work queue that is gone (its endpoint removed meanwhile): the
+    # chain's last hop routes it nowhere, and the level's at-least-once dead-letter worker keeps it and sends it
+    # again every dead_letter_worker_publisher_confirm_timeout (180 s by default), neither ready nor unacked
+    config = await endpoint_config([{"name": "kept"}])
+    gone = names.work_queue(config.broker.prefix, "gone")
+    await park_in_delay_chain(config, gone, 0.001)
+    connection = await aio_pika.connect(config.broker.url)
+    try:
+        # When the status is taken (the held count is a management sample: waited for)
+        deadline = time.monotonic() + 30
+        while True:
+            status = await collect_status(config, connection, management)
+            if status.retries_held or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        await connection.close()
+    # Then it is counted held, at the level that holds it, not waiting and not lost
+    assert (status.retries_held, status.retries_waiting) == (1, 0)
+    [level] = [d for d in status.delay if d.queue.held]
+    assert (level.level, level.queue.ready, level.queue.held) == (0, 0, 1)
+    assert status.to_json()["retries_held"] == 1

@@ -227,6 +227,33 @@ def test_the_text_view_shows_the_routing_stage_and_its_dead_letters_when_lanes_a
     assert "w.route.dlq missing: run warren setup" in missing
 
 
+def test_the_text_view_shows_retries_the_dead_letter_worker_holds() -> None:
+    from rich.console import Console
+
+    from warren.broker.status import DelayLevel, QueueRow, Status
+    from warren.commands.status_cmd import render_status
+
+    def level(k: int, ready: int, held: int | None) -> DelayLevel:
+        queue = QueueRow(f"w.delay.l{k:02d}.q", f"delay 2^{k} ms", True, ready, 0, 0, None, None, held)
+        return DelayLevel(k, 1 << k, queue)
+
+    def text(status: Status) -> str:
+        console = Console(width=250, record=True)
+        console.print(render_status(status))
+        return console.export_text()
+
+    # Given a chain where level 3 waits out 2 retries and level 5's dead-letter worker holds 7 on their way back
+    held = Status(0, "/", "w", (), (level(0, 0, 0), level(3, 2, 0), level(5, 0, 7), level(6, 0, None)), None)
+    shown = text(held)
+    # Then the heading counts both, and the table names the level holding them (levels holding nothing left out)
+    assert "2 retries waiting · 7 held by RabbitMQ's dead-letter worker, on their way back" in shown
+    assert [line.split()[1] for line in shown.splitlines() if "w.delay.l" in line] == ["w.delay.l03.q", "w.delay.l05.q"]
+    assert held.to_json()["retries_held"] == 7 and held.to_json()["delay"][2]["queue"]["held"] == 7
+    # While a chain holding none says nothing of it (held unknown, without a management sample, counts as none)
+    calm = Status(0, "/", "w", (), (level(0, 0, None), level(3, 2, 0)), None)
+    assert "held" not in text(calm) and calm.retries_held == 0
+
+
 async def test_warren_status_with_lanes_on_shows_the_routing_stage(make_config: Any, tmp_path: Path) -> None:
     # Given lanes on, with an unordered and an ordered lane endpoint, set up on a real broker
     hook = {"url": "http://127.0.0.1:9/h", "events": ["order.*"], "home": "lane"}

@@ -44,7 +44,7 @@ NO_METRICS = (
 UNKNOWN = "n/a"  # an endpoint state that could not be read
 _STATS_QUERY = (
     f"msg_rates_age={RATE_WINDOW}&msg_rates_incr=5"
-    "&columns=name,messages_unacknowledged,message_stats.publish_details,message_stats.ack_details"
+    "&columns=name,messages_unacknowledged,messages_dlx,message_stats.publish_details,message_stats.ack_details"
 )
 
 
@@ -78,6 +78,10 @@ class QueueRow:
     unacked: int | None  # management sample; None when unknown
     in_rate: float | None  # messages/s published into the queue, last minute
     ack_rate: float | None  # messages/s acknowledged from it, last minute
+    # Management sample: messages a quorum queue's dead-letter worker holds (at-least-once dead-lettering) until
+    # their next queue confirms them; neither ready nor unacked. In the delay chain: retries on their way back
+    # that RabbitMQ sends again every dead_letter_worker_publisher_confirm_timeout (docs/cluster.md).
+    held: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ class Status:
     def retries_waiting(self) -> int:
         return sum(d.queue.ready for d in self.delay)
 
+    @property
+    def retries_held(self) -> int:
+        """Retries the delay queues' dead-letter workers hold on their way back (management samples)."""
+        return sum(d.queue.held or 0 for d in self.delay)
+
     def to_json(self) -> dict[str, Any]:
         """A plain document for ``--json``: every count, with the per-endpoint totals precomputed."""
         document = asdict(self)
@@ -142,6 +151,7 @@ class Status:
                 "dead": endpoint.dlq.ready,
             }
         document["retries_waiting"] = self.retries_waiting
+        document["retries_held"] = self.retries_held
         return document
 
 
@@ -194,6 +204,7 @@ async def collect_status(
         sample = stats.get(name, {})
         message_stats = sample.get("message_stats") or {}
         unacked = sample.get("messages_unacknowledged")
+        held = sample.get("messages_dlx")
         return QueueRow(
             name,
             role,
@@ -203,6 +214,7 @@ async def collect_status(
             unacked if isinstance(unacked, int) else None,
             rate_of(message_stats.get("publish_details")) if sample else None,
             rate_of(message_stats.get("ack_details")) if sample else None,
+            held if isinstance(held, int) else None,
         )
 
     try:

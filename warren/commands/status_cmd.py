@@ -79,19 +79,26 @@ def _endpoint_view(endpoint: EndpointStatus, missing: str) -> RenderableType:
 
 
 def _delay_view(status: Status) -> RenderableType:
+    """The delay chain's levels holding a message: waiting out their TTL, or held by the level's dead-letter
+    worker on their way back (RabbitMQ sends those again every dead_letter_worker_publisher_confirm_timeout)."""
+    held = status.retries_held
     heading = Text.from_markup(
         f"delay chain (its queues are shared by all endpoints) · [bold]{status.retries_waiting}[/] retries waiting"
+        + (f" · [bold]{held}[/] held by RabbitMQ's dead-letter worker, on their way back" if held else "")
     )
-    levels = [level for level in status.delay if level.queue.ready or not level.queue.exists]
+    levels = [level for level in status.delay if level.queue.ready or level.queue.held or not level.queue.exists]
     if not levels:
         return heading
     table = Table()
     table.add_column("level queue", no_wrap=True)
     table.add_column("waits", justify="right")
     table.add_column("messages", justify="right")
+    if held:
+        table.add_column("held", justify="right")
     for level in levels:
         waits = f"{level.ttl_ms} ms" if level.ttl_ms < 1000 else f"{level.ttl_ms / 1000:g} s"
-        table.add_row(level.queue.name, waits, str(level.queue.ready) if level.queue.exists else "missing")
+        cells = [level.queue.name, waits, str(level.queue.ready) if level.queue.exists else "missing"]
+        table.add_row(*cells, *([str(level.queue.held or 0)] if held else []))
     return Group(heading, table, Text("(levels holding no message are left out)", "dim"))
 
 
