@@ -5,9 +5,11 @@ event reaches it any more), waits for its consumers to go, then deletes its queu
 left that could collect events, and nothing a later endpoint of the same name could inherit (a lane endpoint's
 letters are taken out of its lane's shared DLQ for that). Without ``force`` it
 changes nothing while they hold messages; with ``force`` what they hold is discarded, and counted (``Removal``).
-Retries of the endpoint still travelling the delay chain come due under a queue name that is gone, and RabbitMQ
-drops them; should the name be reused by then, they reach the later endpoint's queue, and its workers deliver
-them only if the later endpoint serves their tenant (``Endpoint.receives_tenant``; the others are discarded).
+Retries of the endpoint still travelling the delay chain come due under a queue name that is gone: routed nowhere,
+RabbitMQ keeps each in its level queue (at-least-once dead-lettering: held by the level's dead-letter worker, tried
+again every ``dead_letter_worker_publisher_confirm_timeout``; ``warren status`` counts them as held). Once the
+name is reused they reach the later endpoint's queue, and its workers deliver them only if the later endpoint
+serves their tenant (``Endpoint.receives_tenant``; the others are discarded).
 """
 
 from __future__ import annotations
