@@ -323,7 +323,7 @@ def duplicate_bound(endpoint: str, figures: dict[str, Any]) -> int:
     On RabbitMQ 4.0.5, a one-way fault on the node holding the leaders sometimes ends with the retrying endpoint's
     work queue offering again nearly every message the other worker had settled during the fault, for about as long
     as the fault lasted after the heal: 2,849, 3,300 and 3,326 duplicates of 2,000 events (a CI run; 2 of 6 runs
-    here, 2026-12-07), none beyond 64 on the other three endpoints, none in 6 runs with the 503s turned off, none on
+    here, 2026-12-07), 32 on the unordered endpoint in those runs, none in 6 runs with the 503s turned off, none on
     3.10.8 (docs/cluster.md, "One-way faults on 4.0.5"). Nothing was lost and order held.
     There the bound is one more copy of each event and of each of its retries (the copies meet 503s in their turn):
     twice the events, which still fails a queue that goes on repeating itself.
